@@ -1,0 +1,58 @@
+"""Every default in one place. Environment variables use the prefix ``HYBRIDMEM_``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Settings", "DEFAULT_DB", "DEFAULT_NAMESPACE", "DEFAULT_EMBEDDER", "settings_from_env"]
+
+DEFAULT_DB = Path(".hybridmem") / "memory.db"
+DEFAULT_NAMESPACE = "default"
+DEFAULT_EMBEDDER = "e5"
+
+# query contract defaults
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 1000
+DEFAULT_RRF_K = 60
+MIN_FETCH_K_RERANK = 20
+MAX_FETCH_K = 10_000
+MAX_QUERY_CHARS = 8_000
+
+# ingest
+DEFAULT_CHUNK_SIZE = 1200  # characters (~250 tokens: well inside e5's 512-token window)
+DEFAULT_CHUNK_OVERLAP = 150
+MAX_FILE_BYTES = 50 * 1024 * 1024
+MAX_TEXT_CHARS = 20_000_000
+
+# dense index
+EXACT_THRESHOLD = 50_000  # chunks per namespace; above it an HNSW index answers unfiltered queries
+EMBED_BATCH = 16
+
+# per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
+LEG_TIMEOUT = 30.0
+
+
+@dataclass
+class Settings:
+    db: Path = DEFAULT_DB
+    namespace: str = DEFAULT_NAMESPACE
+    embedder: str = DEFAULT_EMBEDDER
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+    exact_threshold: int = EXACT_THRESHOLD
+    leg_timeout: float = LEG_TIMEOUT
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def settings_from_env(env: dict[str, str] | None = None) -> Settings:
+    env = dict(os.environ if env is None else env)
+    s = Settings()
+    if env.get("HYBRIDMEM_DB"):
+        s.db = Path(env["HYBRIDMEM_DB"])
+    if env.get("HYBRIDMEM_NAMESPACE"):
+        s.namespace = env["HYBRIDMEM_NAMESPACE"]
+    if env.get("HYBRIDMEM_EMBEDDER"):
+        s.embedder = env["HYBRIDMEM_EMBEDDER"]
+    return s

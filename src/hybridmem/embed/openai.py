@@ -1,0 +1,260 @@
+"""Embedder for any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint (OpenAI, Ollama, vLLM,
+LM Studio), standard library only."""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import random
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import numpy as np
+
+from ..errors import EmbedderError, ValidationError
+from .base import BaseEmbedder
+
+__all__ = ["OpenAIEmbedder", "DEFAULT_BASE_URL"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+PROBE_TEXT = "dimension probe"
+# A misbehaving server must not be able to park a caller for minutes via Retry-After.
+MAX_RETRY_DELAY = 60.0
+# 408 is a server-side timeout; every other 4xx means the request itself is wrong.
+_RETRYABLE_STATUS = frozenset({408, 429})
+_USER_AGENT = "hybridmem-openai-embedder"
+
+
+class _Retryable(Exception):
+    """Internal: a transient failure; ``delay`` is the server's Retry-After, if it sent one."""
+
+    def __init__(self, message: str, delay: float | None = None) -> None:
+        super().__init__(message)
+        self.delay = delay
+
+
+class OpenAIEmbedder(BaseEmbedder):
+    """Queries and documents go to the same endpoint; ``query_prefix`` / ``document_prefix`` are
+    prepended verbatim for models that expect role markers (e.g. ``"query: "`` for e5).
+
+    ``dim`` is checked, not requested: no ``dimensions`` field is sent, since most non-OpenAI
+    servers reject it. When not given, it is learnt from the first response (or from a one-text
+    probe request if ``.dim`` is read before anything was embedded).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dim: int | None = None,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        batch_size: int = 64,
+        *,
+        backoff: float = 0.5,
+        query_prefix: str = "",
+        document_prefix: str = "",
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValidationError("model must be a non-empty string", field="embedder")
+        if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim <= 0):
+            raise ValidationError(f"dim must be a positive integer, got {dim!r}", field="embedder")
+        if not timeout > 0:
+            raise ValidationError(f"timeout must be > 0, got {timeout!r}", field="embedder")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ValidationError(f"max_retries must be an integer >= 0, got {max_retries!r}", "embedder")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValidationError(f"batch_size must be an integer >= 1, got {batch_size!r}", field="embedder")
+        if not backoff >= 0:
+            raise ValidationError(f"backoff must be >= 0, got {backoff!r}", field="embedder")
+
+        url = (
+            base_url
+            or os.environ.get("HYBRIDMEM_OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or DEFAULT_BASE_URL
+        ).strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ValidationError(f"base_url must start with http:// or https://, got {url!r}", "embedder")
+
+        self.model = model.strip()
+        self.base_url = url
+        self.endpoint = f"{url}/embeddings"
+        # Empty string counts as "no key", so local servers work with OPENAI_API_KEY="" exported.
+        self._api_key = (
+            api_key or os.environ.get("HYBRIDMEM_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+        )
+        self._dim: int | None = dim
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.batch_size = batch_size
+        self.backoff = float(backoff)
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.name = f"openai:{self.model}"
+
+    # --- dim: lazy, so constructing an embedder never touches the network -----------------------
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        if self._dim is None:
+            vectors = self._request([PROBE_TEXT])
+            self._dim = int(vectors.shape[1])
+        return self._dim
+
+    @dim.setter
+    def dim(self, value: int) -> None:
+        self._dim = int(value)
+
+    def __repr__(self) -> str:
+        # Not via self.dim: a repr must not trigger a network call. The key is never shown.
+        dim = self._dim if self._dim is not None else "?"
+        return f"<{type(self).__name__} {self.name} base_url={self.base_url} dim={dim}>"
+
+    # --- BaseEmbedder hook ----------------------------------------------------------------------
+
+    def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        prefix = self.query_prefix if is_query else self.document_prefix
+        out = self._request([prefix + t for t in texts] if prefix else texts)
+        if self._dim is None:
+            # The first real response fixes dim, saving a probe; later batches are checked against it.
+            self._dim = int(out.shape[1])
+        return out
+
+    # --- HTTP -----------------------------------------------------------------------------------
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        body = json.dumps({"model": self.model, "input": texts, "encoding_format": "float"}).encode("utf-8")
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": _USER_AGENT,
+        }
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+
+        attempts = self.max_retries + 1
+        last: _Retryable | None = None
+        for attempt in range(attempts):
+            if attempt:
+                time.sleep(self._delay(attempt, last.delay if last else None))
+            try:
+                raw = self._post(body, headers)
+            except _Retryable as exc:
+                last = exc
+                continue
+            return self._parse(raw, len(texts))
+        raise EmbedderError(f"{self.name}: {self.endpoint} failed after {attempts} attempt(s): {last}")
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_DELAY)
+        # Exponential backoff with jitter, so parallel clients do not retry in lockstep.
+        base = self.backoff * (2 ** (attempt - 1))
+        return min(base + random.uniform(0, self.backoff), MAX_RETRY_DELAY)
+
+    def _post(self, body: bytes, headers: dict[str, str]) -> bytes:
+        req = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            detail = _error_message(exc)
+            if status in _RETRYABLE_STATUS or status >= 500:
+                raise _Retryable(f"HTTP {status}: {detail}", _retry_after(exc.headers)) from None
+            raise EmbedderError(f"{self.name}: {self.endpoint} returned HTTP {status}: {detail}") from None
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                # A bad certificate will not fix itself between attempts.
+                raise EmbedderError(
+                    f"{self.name}: TLS certificate check failed for {self.endpoint}: {exc.reason}"
+                ) from None
+            # DNS failure, refused connection, timeout while connecting: all worth another try.
+            raise _Retryable(f"connection error: {exc.reason}") from None
+        except (TimeoutError, socket.timeout):
+            raise _Retryable(f"timed out after {self.timeout:g}s") from None
+        except (ConnectionError, http.client.HTTPException) as exc:
+            # Server closed the connection mid-response (e.g. RemoteDisconnected, IncompleteRead).
+            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from None
+
+    def _parse(self, raw: bytes, n: int) -> np.ndarray:
+        try:
+            payload = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            snippet = raw[:200].decode("utf-8", "replace")
+            raise EmbedderError(f"{self.name}: response is not valid JSON: {snippet!r}") from None
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            raise EmbedderError(f"{self.name}: response has no 'data' list (keys: {_keys(payload)})")
+        if len(data) != n:
+            raise EmbedderError(f"{self.name}: server returned {len(data)} embeddings for {n} inputs")
+
+        rows: list[Any] = [None] * n
+        for pos, item in enumerate(data):
+            if not isinstance(item, dict) or "embedding" not in item:
+                raise EmbedderError(f"{self.name}: data[{pos}] has no 'embedding' field")
+            # Servers may return items out of order; 'index' is authoritative, position the fallback.
+            idx = item.get("index", pos)
+            if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < n or rows[idx] is not None:
+                raise EmbedderError(f"{self.name}: data[{pos}] has an invalid or duplicate index {idx!r}")
+            emb = item["embedding"]
+            if not isinstance(emb, list) or not emb:
+                # A string here means the server ignored encoding_format and sent base64.
+                raise EmbedderError(f"{self.name}: data[{pos}].embedding is not a non-empty list of floats")
+            rows[idx] = emb
+
+        width = len(rows[0])
+        if any(len(r) != width for r in rows):
+            raise EmbedderError(f"{self.name}: embeddings in one response have different lengths")
+        try:
+            return np.asarray(rows, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise EmbedderError(f"{self.name}: embeddings contain non-numeric values") from None
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The server's own error text: OpenAI ``{"error": {"message"}}``, Ollama ``{"error": "..."}``."""
+    try:
+        raw = exc.read()
+    except Exception:  # the body is a courtesy; never let reading it mask the HTTP error
+        raw = b""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return text[:500] or (exc.reason if isinstance(exc.reason, str) else "") or "no error message"
+    if isinstance(payload, dict):
+        err = payload.get("error", payload.get("detail", payload.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err
+        if err:
+            return str(err)[:500]
+    return text[:500]
+
+
+def _retry_after(headers: Any) -> float | None:
+    """``Retry-After`` in seconds (or an HTTP date); None when absent or unparsable."""
+    value = headers.get("Retry-After") if headers is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _keys(payload: Any) -> str:
+    return ", ".join(sorted(map(str, payload))) if isinstance(payload, dict) else type(payload).__name__

@@ -1,0 +1,85 @@
+"""The exception tree of hybridmem: one root, a shallow tree.
+
+    HybridMemError
+    ├── ValidationError        bad request: empty query, top_k out of range, negative weight...
+    │   └── FilterError        unknown filter key or operator, malformed filter
+    ├── NotFoundError          unknown document, missing path
+    ├── StoreError             the store file is not a hybridmem store, is corrupt, or is locked
+    │   └── EmbedderMismatchError  the store was built with another embedder (model or dimension)
+    ├── EmbedderError          the embedder failed or returned vectors of the wrong shape
+    └── IngestError            a file could not be read as text
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HybridMemError",
+    "ValidationError",
+    "FilterError",
+    "NotFoundError",
+    "StoreError",
+    "EmbedderMismatchError",
+    "EmbedderError",
+    "IngestError",
+]
+
+
+class HybridMemError(Exception):
+    """Root of every error hybridmem raises on purpose."""
+
+    #: exit code used by the CLI; HTTP status used by the server
+    exit_code = 1
+    http_status = 500
+
+
+class ValidationError(HybridMemError, ValueError):
+    """The request is malformed; ``field`` names the offending field when known."""
+
+    exit_code = 2
+    http_status = 422
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class FilterError(ValidationError):
+    """A metadata filter uses an unknown key or operator, or is malformed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="metadata_filter")
+
+
+class NotFoundError(HybridMemError, LookupError):
+    exit_code = 3
+    http_status = 404
+
+
+class StoreError(HybridMemError):
+    exit_code = 4
+    http_status = 500
+
+
+class EmbedderMismatchError(StoreError):
+    """The store holds vectors of one embedder and another one was given."""
+
+    exit_code = 5
+    http_status = 409
+
+    def __init__(self, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
+        self.stored, self.stored_dim, self.given, self.given_dim = stored, stored_dim, given, given_dim
+        super().__init__(
+            f"this store was built with embedder {stored!r} (dim {stored_dim}) but {given!r} "
+            f"(dim {given_dim}) was given; use the same embedder, or run "
+            f"`hybridmem reembed --embedder SPEC` to switch models"
+        )
+
+
+class EmbedderError(HybridMemError):
+    exit_code = 6
+    http_status = 502
+
+
+class IngestError(HybridMemError):
+    exit_code = 7
+    http_status = 422

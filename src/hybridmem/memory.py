@@ -1,0 +1,547 @@
+"""The Memory facade: add / update / delete / search over one store, one embedder, namespaces.
+
+Writes are committed and BM25-searchable at once; vectors are computed in batches by a background
+worker from a durable queue in the store, and queries fuse whatever is embedded so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .embed.base import Embedder, create_embedder
+from .errors import EmbedderError, EmbedderMismatchError, NotFoundError, StoreError, ValidationError
+from .models import Document, IngestReport, QueryRequest, QueryResponse, Stats
+from .retrieve.dense import DenseIndex
+from .retrieve.filters import MAX_KEY_LEN
+from .retrieve.search import Searcher
+from .store.base import PreparedDocument, WriteResult
+from .store.sqlite import SCHEMA_VERSION, SQLiteStore
+from .text.chunk import chunk_text
+from .text.loaders import load_path
+from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
+
+__all__ = ["Memory", "embedder_name"]
+
+log = logging.getLogger(__name__)
+log.addHandler(logging.NullHandler())
+
+_LANGS = {"en", "fr", "de", "es", "zh"}
+
+
+def embedder_name(spec: str | Embedder | None) -> str:
+    """The name an embedder spec will record in a store, without loading the model."""
+    if spec is None:
+        spec = config.DEFAULT_EMBEDDER
+    if not isinstance(spec, str):
+        return spec.name
+    kind, _, arg = spec.strip().partition(":")
+    kind = kind.lower()
+    if kind == "e5":
+        return "e5:multilingual-e5-small-q4" + ("" if arg in ("", "original") else f"-{arg}")
+    if kind == "use":
+        return "use:multilingual-v3"
+    if kind == "hash":
+        return f"hash:{int(arg) if arg else 256}"
+    if kind in ("st", "openai") and arg:
+        return f"{kind}:{arg}"
+    return create_embedder(spec).name  # raises a clear error for unknown specs
+
+
+def _check_metadata(meta: Any, where: str, depth: int = 0) -> None:
+    if depth == 0 and not isinstance(meta, dict):
+        raise ValidationError(f"metadata must be a JSON object, got {type(meta).__name__}", field=where)
+    if depth > 16:
+        raise ValidationError("metadata nested deeper than 16 levels", field=where)
+    if isinstance(meta, dict):
+        for k, v in meta.items():
+            if not isinstance(k, str):
+                raise ValidationError(f"metadata keys must be strings, got {k!r}", field=where)
+            if depth == 0 and (not k or len(k) > MAX_KEY_LEN or k.startswith("$") or any(c in k for c in '"\\')
+                               or any(ord(c) < 32 for c in k)):
+                raise ValidationError(
+                    f"invalid metadata key {k!r}: 1-{MAX_KEY_LEN} characters, no quotes, backslashes, control "
+                    "characters or leading '$'",
+                    field=where,
+                )
+            _check_metadata(v, where, depth + 1)
+    elif isinstance(meta, list):
+        for v in meta:
+            _check_metadata(v, where, depth + 1)
+    elif isinstance(meta, float) and not np.isfinite(meta):
+        raise ValidationError("metadata numbers must be finite (no NaN or Infinity)", field=where)
+    elif not (meta is None or isinstance(meta, (str, int, float, bool))):
+        raise ValidationError(f"metadata value of type {type(meta).__name__} is not JSON", field=where)
+
+
+def _check_id(ident: str, field: str = "id") -> str:
+    if not isinstance(ident, str) or not ident.strip() or len(ident) > 512 or any(ord(c) < 32 for c in ident):
+        raise ValidationError(f"invalid id {ident!r}: 1-512 printable characters", field=field)
+    return ident.strip()
+
+
+class Memory:
+    """Long-term memory over one store file (or URL, for server backends).
+
+    >>> mem = Memory(".hybridmem/memory.db")           # default embedder: bundled e5
+    >>> mem.add("Increase max_connections to 200.", metadata={"service": "billing"})
+    >>> mem.search("postgres pool exhausted").results[0].chunk_id
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        embedder: str | Embedder | None = None,
+        namespace: str = config.DEFAULT_NAMESPACE,
+        chunk_size: int | None = config.DEFAULT_CHUNK_SIZE,
+        chunk_overlap: int = config.DEFAULT_CHUNK_OVERLAP,
+        auto_embed: bool = True,
+        exact_threshold: int = config.EXACT_THRESHOLD,
+        leg_timeout: float = config.LEG_TIMEOUT,
+        create: bool = True,
+        check_embedder: bool = True,
+    ) -> None:
+        self.path = str(path if path is not None else config.DEFAULT_DB)
+        self.namespace = self._check_namespace(namespace)
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self.auto_embed = auto_embed
+        self.exact_threshold = exact_threshold
+        self._spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
+        self._embedder: Embedder | None = embedder if (embedder is not None and not isinstance(embedder, str)) else None
+        self._worker_embedder: Embedder | None = None
+        self.store = SQLiteStore(self.path, create=create)
+        self.embedder_name = embedder_name(self._spec)
+        stored, _ = self.store.embedder_info()
+        if stored is None:
+            self.store.set_embedder(self.embedder_name, None)
+        elif stored != self.embedder_name and check_embedder:
+            self.store.close()
+            raise EmbedderMismatchError(stored, self.store.embedder_info()[1] or 0, self.embedder_name, 0)
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
+        self._indexes: dict[str, DenseIndex] = {}
+        self._index_lock = threading.Lock()
+        self._write_lock = threading.RLock()
+        self._embed_lock = threading.Lock()
+        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._worker: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.worker_error: str | None = None
+        self.searcher = Searcher(
+            store=self.store,
+            executor=self._executor,
+            dense_search=self._dense_search,
+            pending_count=self.store.pending_count,
+            leg_timeout=leg_timeout,
+        )
+        if auto_embed and self.store.pending_count() > 0:
+            self._start_worker()
+
+    # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _check_namespace(ns: str) -> str:
+        if not isinstance(ns, str) or not ns or len(ns) > 128 or any(ord(c) < 32 for c in ns):
+            raise ValidationError(f"invalid namespace {ns!r}: 1-128 printable characters", field="namespace")
+        return ns
+
+    def _ns(self, namespace: str | None) -> str:
+        return self.namespace if namespace is None else self._check_namespace(namespace)
+
+    @property
+    def embedder(self) -> Embedder:
+        """The query-side embedder, loaded on first use."""
+        if self._embedder is None:
+            with self._embed_lock:
+                if self._embedder is None:
+                    emb = create_embedder(self._spec)
+                    self._check_dim(emb)
+                    self._embedder = emb
+        return self._embedder
+
+    def _get_worker_embedder(self) -> Embedder:
+        # a second model instance for batch embedding, so queries never wait behind a batch
+        if self._worker_embedder is None:
+            if isinstance(self._spec, str) and self._spec.split(":")[0].lower() in ("e5", "use"):
+                self._worker_embedder = create_embedder(self._spec)
+            else:
+                self._worker_embedder = self.embedder
+        return self._worker_embedder
+
+    def _check_dim(self, emb: Embedder) -> None:
+        name, dim = self.store.embedder_info()
+        if emb.name != name:
+            raise EmbedderMismatchError(name or "?", dim or 0, emb.name, emb.dim)
+        if dim is None:
+            self.store.set_embedder(emb.name, emb.dim)
+        elif dim != emb.dim:
+            raise EmbedderMismatchError(name or "?", dim, emb.name, emb.dim)
+
+    def _prepare(self, doc: Document | dict[str, Any], namespace: str) -> PreparedDocument:
+        if isinstance(doc, dict):
+            try:
+                doc = Document(**doc)
+            except Exception as e:
+                raise ValidationError(f"invalid document: {e}", field="document") from None
+        text = doc.text
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError("text must not be empty", field="text")
+        if len(text) > config.MAX_TEXT_CHARS:
+            raise ValidationError(f"text of {len(text)} characters exceeds {config.MAX_TEXT_CHARS}", field="text")
+        if "\x00" in text:
+            raise ValidationError("text contains NUL characters (binary data?)", field="text")
+        _check_metadata(doc.metadata, "metadata")
+        meta_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        doc_id = _check_id(doc.id) if doc.id is not None else "mem-" + hashlib.sha1(text.encode()).hexdigest()[:12]
+        content_hash = hashlib.sha256(
+            json.dumps([text, meta_json, doc.source, self.chunk_size, self.chunk_overlap, TOKENIZER_VERSION]).encode()
+        ).hexdigest()
+        chunks = chunk_text(text, self.chunk_size, self.chunk_overlap)
+        lang = doc.metadata.get("lang") if doc.metadata.get("lang") in _LANGS else detect_language(text)
+        return PreparedDocument(
+            doc_id=doc_id,
+            source=doc.source,
+            metadata=doc.metadata,
+            content_hash=content_hash,
+            chunks=chunks,
+            tokens=[" ".join(tokenize(c, lang)) for c in chunks],
+            langs=[lang] * len(chunks),
+            text_hashes=[hashlib.sha256(c.encode()).hexdigest() for c in chunks],
+        )
+
+    # ------------------------------------------------------------------ writes
+    def add(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
+        """Store one memory or document. Same id + same content = no-op; same id + new content = update."""
+        return self.add_documents([Document(text=text, id=id, metadata=metadata or {}, source=source)], namespace=namespace)
+
+    def add_documents(
+        self,
+        docs: Iterable[Document | dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        batch_size: int = 64,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        """Store many documents; each batch is one transaction. Every document is validated before
+        its batch is written, so a bad one fails its batch cleanly and loses nothing already stored."""
+        ns = self._ns(namespace)
+        report = IngestReport()
+        batch: list[PreparedDocument] = []
+
+        def flush() -> None:
+            if batch:
+                report_part = self._write(ns, batch)
+                report.merge(report_part)
+                if progress:
+                    progress(len(batch))
+                batch.clear()
+
+        for d in docs:
+            batch.append(self._prepare(d, ns))
+            if len(batch) >= batch_size:
+                flush()
+        flush()
+        report.pending_vectors = self.store.pending_count(ns)
+        return report
+
+    def _write(self, ns: str, batch: list[PreparedDocument]) -> IngestReport:
+        seen: dict[str, PreparedDocument] = {}
+        for p in batch:  # the same id twice in one batch: the last one wins, as sequential writes would
+            seen[p.doc_id] = p
+        with self._write_lock:
+            res = self.store.write_documents(ns, list(seen.values()))
+            self._apply(res)
+        if res.chunks_written and self.auto_embed:
+            self._start_worker()
+            self._wake.set()
+        return IngestReport(
+            added=res.added, updated=res.updated, unchanged=res.unchanged,
+            chunks_written=res.chunks_written, vectors_reused=res.vectors_reused,
+        )
+
+    def update(
+        self,
+        id: str,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
+        """Replace an existing document's text (and metadata/source when given) and re-index it."""
+        ns = self._ns(namespace)
+        old = self.store.get_document(ns, _check_id(id))
+        if old is None:
+            raise NotFoundError(f"no document {id!r} in namespace {ns!r}")
+        meta = old["metadata"] if metadata is None else metadata
+        src = old["source"] if source is None else source
+        return self.add_documents([Document(text=text, id=id, metadata=meta, source=src)], namespace=ns)
+
+    def delete(self, ids: str | Sequence[str], *, namespace: str | None = None) -> list[str]:
+        """Delete documents or single chunks by id from every index, in one transaction.
+        Returns the ids found (unknown ids are ignored; the CLI reports them)."""
+        ns = self._ns(namespace)
+        ids = [ids] if isinstance(ids, str) else list(ids)
+        with self._write_lock:
+            found, res = self.store.delete(ns, [_check_id(i) for i in ids])
+            self._apply(res)
+        return found
+
+    def get(self, doc_id: str, *, namespace: str | None = None) -> dict[str, Any]:
+        ns = self._ns(namespace)
+        doc = self.store.get_document(ns, doc_id)
+        if doc is None:
+            raise NotFoundError(f"no document {doc_id!r} in namespace {ns!r}")
+        return doc
+
+    def ingest_path(
+        self,
+        path: str | Path,
+        *,
+        namespace: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        doc_id: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
+        docs, skipped = load_path(Path(path), doc_id=doc_id)
+        if metadata:
+            for d in docs:
+                d.metadata = {**d.metadata, **metadata}
+        report = self.add_documents(docs, namespace=namespace, progress=progress)
+        report.skipped += [{"path": s.path, "reason": s.reason} for s in skipped]
+        return report
+
+    # ------------------------------------------------------------------ dense side
+    def _apply(self, res: WriteResult) -> None:
+        """Bring in-memory dense indexes up to date with a committed write (or mark them stale)."""
+        for ns, version, added, removed in res.vec_changes:
+            idx = self._indexes.get(ns)
+            if idx is None:
+                continue
+            if idx.version != version - 1:
+                idx.version = -1  # another writer got in between: reload on next query
+                continue
+            ids, vecs = self.store.vectors_for(added) if added else (np.zeros(0, np.int64), None)
+            idx.apply(version, ids, vecs if vecs is not None else np.zeros((0, idx.dim), np.float32), removed)
+
+    def _index(self, ns: str) -> DenseIndex:
+        version = self.store.vector_version(ns)
+        idx = self._indexes.get(ns)
+        if idx is not None and idx.version == version:
+            return idx
+        with self._index_lock:
+            idx = self._indexes.get(ns)
+            if idx is None or idx.version != version:
+                v, rowids, matrix = self.store.load_vectors(ns)
+                dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
+                if idx is None or idx.dim != dim:
+                    idx = DenseIndex(dim, exact_threshold=self.exact_threshold)
+                idx.load(v, rowids, matrix)
+                self._indexes[ns] = idx
+        return idx
+
+    def _query_vector(self, text: str) -> np.ndarray:
+        v = self._qcache.get(text)
+        if v is not None:
+            self._qcache.move_to_end(text)
+            return v
+        v = self.embedder.embed_query(text)
+        if v.shape != (self.embedder.dim,):
+            raise EmbedderError(f"query vector has shape {v.shape}, expected ({self.embedder.dim},)")
+        self._qcache[text] = v
+        if len(self._qcache) > 512:
+            self._qcache.popitem(last=False)
+        return v
+
+    def _dense_search(self, ns: str, text: str, allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+        idx = self._index(ns)
+        if len(idx) == 0:
+            return []  # nothing embedded yet: do not even load the model
+        q = self._query_vector(text)
+        if q.shape[0] != idx.dim:
+            raise EmbedderMismatchError(self.store.embedder_info()[0] or "?", idx.dim, self.embedder.name, q.shape[0])
+        return idx.search(q, k, allowed)
+
+    def embed_pending(
+        self,
+        *,
+        limit: int | None = None,
+        batch_size: int = config.EMBED_BATCH,
+        progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored."""
+        emb = self._get_worker_embedder()
+        if emb is not self._embedder:
+            self._check_dim(emb)
+        done = 0
+        while limit is None or done < limit:
+            if stop is not None and stop.is_set():
+                break
+            rows = self.store.pending(batch_size if limit is None else min(batch_size, limit - done))
+            if not rows:
+                break
+            vecs = emb.embed_documents([r[2] for r in rows])
+            if vecs.shape != (len(rows), emb.dim):
+                raise EmbedderError(f"embedder returned {vecs.shape}, expected ({len(rows)}, {emb.dim})")
+            with self._write_lock:
+                res = self.store.store_vectors([(r[0], r[3], v) for r, v in zip(rows, vecs)])
+                self._apply(res)
+            done += len(rows)
+            if progress:
+                progress(len(rows))
+        return done
+
+    def _start_worker(self) -> None:
+        if self._worker is not None and self._worker.is_alive():
+            return
+        self._stop.clear()
+        self._worker = threading.Thread(target=self._worker_loop, name="hybridmem-embed", daemon=True)
+        self._worker.start()
+
+    def _worker_loop(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                n = self.embed_pending(limit=config.EMBED_BATCH * 4, stop=self._stop)
+                self.worker_error = None
+                backoff = 1.0
+            except Exception as e:  # keep the queue; retry later
+                self.worker_error = f"{type(e).__name__}: {e}"
+                log.warning("embedding worker: %s (retry in %.0fs)", self.worker_error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 60.0)
+                continue
+            if n == 0:
+                self._wake.wait(timeout=2.0)
+                self._wake.clear()
+
+    def wait_for_vectors(self, timeout: float | None = None, progress: Callable[[int], None] | None = None) -> bool:
+        """Block until every queued chunk has its vector (embedding in this thread). True if done."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.store.pending_count() > 0:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self.embed_pending(limit=config.EMBED_BATCH, progress=progress)
+        return True
+
+    def reembed(self, embedder: str | Embedder, progress: Callable[[int], None] | None = None) -> int:
+        """Switch the store to another embedder: drop all vectors, queue every chunk, embed them."""
+        self._stop.set()
+        if self._worker is not None:
+            self._worker.join(timeout=30)
+        new = create_embedder(embedder) if isinstance(embedder, str) else embedder
+        with self._write_lock:
+            self.store.set_embedder(new.name, new.dim, reset_vectors=True)
+            self._indexes.clear()
+        self._spec, self._embedder, self._worker_embedder = embedder, new, None
+        self.embedder_name = new.name
+        self._qcache.clear()
+        self._stop.clear()
+        return self.embed_pending(progress=progress)
+
+    # ------------------------------------------------------------------ queries
+    def search(self, request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryResponse:
+        """Run a query of the contract. ``request`` may be a QueryRequest, its dict, or the search
+        text (then keyword arguments fill the other fields: top_k, mode, metadata_filter, ...)."""
+        req = self._request(request, **kwargs)
+        return self.searcher.search(req, self._ns(req.namespace))
+
+    @staticmethod
+    def _request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:
+        from pydantic import ValidationError as PydanticError
+
+        if isinstance(request, QueryRequest) and not kwargs:
+            return request
+        if isinstance(request, QueryRequest):
+            data = request.model_dump(exclude_unset=True)
+        elif isinstance(request, str):
+            data = {"search_text": request}
+        elif isinstance(request, dict):
+            data = dict(request)
+        else:
+            raise ValidationError(f"a query is a string, a dict or a QueryRequest, got {type(request).__name__}")
+        hp = {k: kwargs.pop(k) for k in ("dense_weight", "sparse_weight", "rrf_k_constant") if k in kwargs}
+        if hp:
+            data["hybrid_params"] = {**data.get("hybrid_params", {}), **hp}
+        data.update(kwargs)
+        try:
+            return QueryRequest(**data)
+        except PydanticError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "request"
+            raise ValidationError(err["msg"].removeprefix("Value error, "), field=field) from None
+
+    # ------------------------------------------------------------------ stats / lifecycle
+    def stats(self, namespace: str | None = None) -> Stats:
+        ns = self._ns(namespace)
+        c = self.store.counts(ns)
+        name, dim = self.store.embedder_info()
+        idx = self._indexes.get(ns)
+        return Stats(
+            path=self.path,
+            namespace=ns,
+            documents=c["documents"],
+            chunks=c["chunks"],
+            vectors=c["vectors"],
+            pending_vectors=c["pending_vectors"],
+            embedder=name,
+            dim=dim,
+            dense_index=idx.kind if idx is not None else ("hnsw" if c["vectors"] >= self.exact_threshold else "exact"),
+            namespaces=self.store.namespaces(),
+            metadata_keys=sorted(self.store.metadata_keys(ns)),
+            schema_version=SCHEMA_VERSION,
+            size_bytes=self.store.size_bytes(),
+        )
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._worker is not None:
+            self._worker.join(timeout=5)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.store.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ async twins
+    async def asearch(self, request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryResponse:
+        return await asyncio.to_thread(self.search, request, **kwargs)
+
+    async def aadd(self, text: str, **kwargs: Any) -> IngestReport:
+        return await asyncio.to_thread(self.add, text, **kwargs)
+
+    async def aadd_documents(self, docs: Iterable[Document | dict[str, Any]], **kwargs: Any) -> IngestReport:
+        docs = list(docs)
+        return await asyncio.to_thread(self.add_documents, docs, **kwargs)
+
+    async def aupdate(self, id: str, text: str, **kwargs: Any) -> IngestReport:
+        return await asyncio.to_thread(self.update, id, text, **kwargs)
+
+    async def adelete(self, ids: str | Sequence[str], **kwargs: Any) -> list[str]:
+        return await asyncio.to_thread(self.delete, ids, **kwargs)

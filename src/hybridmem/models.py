@@ -1,0 +1,162 @@
+"""The JSON contract (pydantic v2): query request and response, documents, chunks, stats."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+
+from . import config
+
+__all__ = [
+    "HybridParams",
+    "QueryRequest",
+    "QueryResult",
+    "QueryResponse",
+    "LegReport",
+    "Document",
+    "Stats",
+    "IngestReport",
+    "Mode",
+]
+
+Mode = Literal["bm25", "vector", "hybrid"]
+
+
+class HybridParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    dense_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
+    sparse_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
+    rrf_k_constant: float = Field(config.DEFAULT_RRF_K, ge=0, le=100_000, allow_inf_nan=False)
+
+
+class QueryRequest(BaseModel):
+    """What an agent sends. Unknown fields are rejected so a typo never silently does nothing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query_id: str = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}", max_length=256)
+    search_text: str = Field(..., max_length=config.MAX_QUERY_CHARS)
+    top_k: int = Field(config.DEFAULT_TOP_K, ge=1, le=config.MAX_TOP_K)
+    hybrid_params: HybridParams = Field(default_factory=HybridParams)
+    metadata_filter: dict[str, Any] = Field(default_factory=dict)
+    mode: Mode = "hybrid"
+    fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K)
+    namespace: str | None = Field(None, min_length=1, max_length=128)
+
+    @field_validator("search_text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("search_text must not be empty")
+        if "\x00" in v:
+            raise ValueError("search_text must not contain NUL characters")
+        return v
+
+    @model_validator(mode="after")
+    def _weights(self) -> "QueryRequest":
+        hp = self.hybrid_params
+        if self.mode == "hybrid" and hp.dense_weight == 0 and hp.sparse_weight == 0:
+            raise ValueError("hybrid_params: dense_weight and sparse_weight cannot both be 0")
+        if self.fetch_k is not None and self.fetch_k < self.top_k:
+            raise ValueError(f"fetch_k ({self.fetch_k}) must be >= top_k ({self.top_k})")
+        return self
+
+    def effective_fetch_k(self, rerank: bool = False) -> int:
+        k = self.fetch_k or 2 * self.top_k
+        if rerank:
+            k = max(k, config.MIN_FETCH_K_RERANK)
+        return min(max(k, self.top_k), config.MAX_FETCH_K)
+
+
+class QueryResult(BaseModel):
+    chunk_id: str
+    rrf_score: float
+    text: str
+    source: str | None = None
+    doc_id: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    #: rank of this chunk in each leg that returned it (from 1); absent legs are omitted
+    ranks: dict[str, int] = Field(default_factory=dict)
+    #: raw leg scores: bm25 (higher is better) and dense cosine similarity
+    scores: dict[str, float] = Field(default_factory=dict)
+
+    @field_serializer("rrf_score")
+    def _round(self, v: float) -> float:
+        return round(v, 4)
+
+    @field_serializer("scores")
+    def _round_scores(self, v: dict[str, float]) -> dict[str, float]:
+        return {k: round(x, 4) for k, x in v.items()}
+
+
+class LegReport(BaseModel):
+    status: Literal["ok", "error", "timeout", "skipped"]
+    took_ms: float = 0.0
+    returned: int = 0
+    error: str | None = None
+
+
+class QueryResponse(BaseModel):
+    query_id: str
+    total_retrieved: int = 0
+    results: list[QueryResult] = Field(default_factory=list)
+    mode: Mode = "hybrid"
+    namespace: str = config.DEFAULT_NAMESPACE
+    legs: dict[str, LegReport] = Field(default_factory=dict)
+    #: chunks of this namespace still waiting for their vector (invisible to the dense leg)
+    pending_vectors: int = 0
+    took_ms: float = 0.0
+
+    @model_validator(mode="after")
+    def _count(self) -> "QueryResponse":
+        self.total_retrieved = len(self.results)
+        return self
+
+
+class Document(BaseModel):
+    """A unit of ingest: a file, a JSON record, or one memory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str
+    id: str | None = Field(None, min_length=1, max_length=512)
+    source: str | None = Field(None, max_length=4096)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class IngestReport(BaseModel):
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    skipped: list[dict[str, str]] = Field(default_factory=list)
+    chunks_written: int = 0
+    vectors_reused: int = 0
+    pending_vectors: int = 0
+
+    def merge(self, other: "IngestReport") -> None:
+        self.added += other.added
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.skipped += other.skipped
+        self.chunks_written += other.chunks_written
+        self.vectors_reused += other.vectors_reused
+        self.pending_vectors = other.pending_vectors
+
+
+class Stats(BaseModel):
+    path: str
+    namespace: str
+    documents: int
+    chunks: int
+    vectors: int
+    pending_vectors: int
+    embedder: str | None
+    dim: int | None
+    dense_index: str
+    namespaces: list[str]
+    metadata_keys: list[str]
+    schema_version: int
+    size_bytes: int

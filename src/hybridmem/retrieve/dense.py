@@ -1,0 +1,149 @@
+"""The dense index of one namespace: exact cosine search over an in-memory matrix (the SQLite BLOBs
+are the truth), with an HNSW graph (usearch) for unfiltered queries above a size threshold.
+
+Filtered queries always search exactly over the rows the filter allows: a true pre-filter, never a
+post-filtered top-k list.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+__all__ = ["DenseIndex"]
+
+log = logging.getLogger(__name__)
+
+
+class DenseIndex:
+    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128) -> None:
+        self.dim = dim
+        self.exact_threshold = exact_threshold
+        self.ef = ef
+        self.version = -1  # vector version of the store this index reflects; -1 = never loaded
+        self._lock = threading.Lock()
+        self._rowids = np.zeros(0, np.int64)
+        self._matrix = np.zeros((0, dim), np.float32)
+        self._n = 0
+        self._alive = np.zeros(0, bool)
+        self._pos: dict[int, int] = {}
+        self._hnsw = None  # usearch.index.Index, built lazily
+        self._hnsw_failed = False
+
+    def __len__(self) -> int:
+        return int(self._alive[: self._n].sum())
+
+    # ---------------------------------------------------------------- maintenance
+    def load(self, version: int, rowids: np.ndarray, matrix: np.ndarray) -> None:
+        with self._lock:
+            n = len(rowids)
+            self._rowids = np.asarray(rowids, np.int64).copy()
+            self._matrix = np.asarray(matrix, np.float32).reshape(n, self.dim) if n else np.zeros((0, self.dim), np.float32)
+            self._n = n
+            self._alive = np.ones(n, bool)
+            self._pos = {int(r): i for i, r in enumerate(self._rowids)}
+            self._hnsw = None
+            self.version = version
+
+    def apply(self, version: int, add_ids: np.ndarray, add_vecs: np.ndarray, remove_ids: list[int]) -> None:
+        """Apply one committed change (vectors added and removed) bringing the index to ``version``."""
+        with self._lock:
+            for r in remove_ids:
+                p = self._pos.pop(int(r), None)
+                if p is not None:
+                    self._alive[p] = False
+                    if self._hnsw is not None:
+                        try:
+                            self._hnsw.remove(int(r))
+                        except Exception:  # pragma: no cover - usearch raises on unknown keys
+                            pass
+            m = len(add_ids)
+            if m:
+                need = self._n + m
+                if need > len(self._rowids):
+                    cap = max(need, int(len(self._rowids) * 1.5) + 64)
+                    rowids = np.zeros(cap, np.int64)
+                    rowids[: self._n] = self._rowids[: self._n]
+                    matrix = np.zeros((cap, self.dim), np.float32)
+                    matrix[: self._n] = self._matrix[: self._n]
+                    alive = np.zeros(cap, bool)
+                    alive[: self._n] = self._alive[: self._n]
+                    # readers holding the old arrays keep a consistent (older) view
+                    self._rowids, self._matrix, self._alive = rowids, matrix, alive
+                for j, r in enumerate(add_ids):
+                    old = self._pos.get(int(r))
+                    if old is not None:
+                        self._alive[old] = False
+                    p = self._n + j
+                    self._rowids[p] = r
+                    self._matrix[p] = add_vecs[j]
+                    self._alive[p] = True
+                    self._pos[int(r)] = p
+                if self._hnsw is not None:
+                    self._hnsw.add(np.asarray(add_ids, np.uint64), np.asarray(add_vecs, np.float32))
+                self._n = need
+            self.version = version
+            dead = self._n - len(self._pos)
+            if dead > 1024 and dead > self._n // 4:
+                self._compact()
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._alive[: self._n])
+        self._rowids = self._rowids[keep].copy()
+        self._matrix = self._matrix[keep].copy()
+        self._n = len(keep)
+        self._alive = np.ones(self._n, bool)
+        self._pos = {int(r): i for i, r in enumerate(self._rowids)}
+
+    def _ensure_hnsw(self) -> object | None:
+        if self._hnsw is not None or self._hnsw_failed:
+            return self._hnsw
+        try:
+            from usearch.index import Index
+        except ImportError:  # pragma: no cover
+            self._hnsw_failed = True
+            return None
+        idx = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128,
+                    expansion_search=self.ef)
+        live = np.flatnonzero(self._alive[: self._n])
+        if len(live):
+            idx.add(self._rowids[live].astype(np.uint64), self._matrix[live], threads=2)
+        self._hnsw = idx
+        return idx
+
+    @property
+    def kind(self) -> str:
+        return "hnsw" if len(self._pos) >= self.exact_threshold else "exact"
+
+    # ---------------------------------------------------------------- search
+    def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top-k (rowid, cosine) among live rows, restricted to ``allowed`` rowids when given."""
+        q = np.asarray(q, np.float32).reshape(-1)
+        if q.shape[0] != self.dim:
+            raise ValueError(f"query vector has dim {q.shape[0]}, index has {self.dim}")
+        with self._lock:
+            n, rowids, matrix, alive = self._n, self._rowids, self._matrix, self._alive
+            use_hnsw = allowed is None and len(self._pos) >= self.exact_threshold
+            hnsw = self._ensure_hnsw() if use_hnsw else None
+        if n == 0 or k <= 0:
+            return []
+        if hnsw is not None:
+            m = hnsw.search(q, k)
+            return [(int(key), float(1.0 - dist)) for key, dist in zip(m.keys, m.distances)]
+        if allowed is None:
+            cand = None if alive[:n].all() else np.flatnonzero(alive[:n])
+        else:
+            cand = np.flatnonzero(np.isin(rowids[:n], allowed, assume_unique=False) & alive[:n])
+            if len(cand) == 0:
+                return []
+        if cand is None:
+            scores = matrix[:n] @ q
+        else:
+            scores = matrix[cand] @ q
+        k = min(k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        pos = top if cand is None else cand[top]
+        return [(int(rowids[p]), float(scores[t])) for p, t in zip(pos, top)]

@@ -1,0 +1,125 @@
+"""One query: validate the filter, run the BM25 and dense legs concurrently behind the same
+pre-filter, fuse them with weighted RRF, and build the contract response with per-leg provenance."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import FilterError, HybridMemError
+from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
+from ..store.base import Store
+from ..text.tokenize import query_tokens
+from .filters import Filter, filter_keys, parse_filter
+from .fusion import rrf
+
+__all__ = ["Searcher", "LegHit"]
+
+LegHit = tuple[int, float]  # (chunk rowid, raw score)
+
+
+@dataclass
+class Searcher:
+    store: Store
+    executor: Executor
+    #: (namespace, query text, filter allowed rowids or None, k) -> hits; raises if unavailable
+    dense_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]]
+    pending_count: Callable[[str], int]
+    leg_timeout: float = 30.0
+
+    def validate_filter(self, namespace: str, spec: dict) -> Filter | None:
+        flt = parse_filter(spec)
+        unknown = filter_keys(flt) - self.store.metadata_keys(namespace)
+        if unknown:
+            known = sorted(self.store.metadata_keys(namespace))
+            raise FilterError(
+                f"unknown metadata key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, sorted(unknown)))} "
+                f"in namespace {namespace!r}; known keys: {', '.join(known) if known else '(none yet)'}"
+            )
+        return flt
+
+    def _bm25_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
+        return self.store.bm25(namespace, query_tokens(text), flt, k)
+
+    def _dense_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
+        allowed = self.store.filter_rowids(namespace, flt) if flt is not None else None
+        if allowed is not None and len(allowed) == 0:
+            return []
+        return self.dense_search(namespace, text, allowed, k)
+
+    def search(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None) -> QueryResponse:
+        t0 = time.perf_counter()
+        flt = self.validate_filter(namespace, req.metadata_filter)
+        k = fetch_k or req.effective_fetch_k()
+        hp = req.hybrid_params
+        legs: dict[str, Callable[[], list[LegHit]]] = {}
+        if req.mode in ("bm25", "hybrid"):
+            legs["bm25"] = lambda: self._bm25_leg(namespace, req.search_text, flt, k)
+        if req.mode in ("vector", "hybrid"):
+            legs["dense"] = lambda: self._dense_leg(namespace, req.search_text, flt, k)
+
+        def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
+            s = time.perf_counter()
+            out = fn()
+            return out, (time.perf_counter() - s) * 1000
+
+        futures: dict[str, Future] = {name: self.executor.submit(timed, fn) for name, fn in legs.items()}
+        hits: dict[str, list[LegHit]] = {}
+        reports: dict[str, LegReport] = {}
+        errors: list[BaseException] = []
+        deadline = time.perf_counter() + self.leg_timeout
+        for name, fut in futures.items():
+            try:
+                out, ms = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
+                hits[name] = out
+                reports[name] = LegReport(status="ok", took_ms=round(ms, 3), returned=len(out))
+            except FutureTimeout:
+                reports[name] = LegReport(status="timeout", error=f"no answer within {self.leg_timeout:g}s")
+            except Exception as e:  # one failing leg must not sink the other
+                errors.append(e)
+                reports[name] = LegReport(status="error", error=f"{type(e).__name__}: {e}")
+        if not hits and errors:
+            err = errors[0]
+            raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))
+        for name in ("bm25", "dense"):
+            reports.setdefault(name, LegReport(status="skipped"))
+
+        order = [n for n in ("bm25", "dense") if n in hits]
+        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight}
+        fused = rrf([[r for r, _ in hits[n]] for n in order], k=hp.rrf_k_constant, weights=[weights[n] for n in order])
+        # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
+        fused = [(r, s) for r, s in fused if s > 0][: req.top_k]
+        rows = self.store.fetch([r for r, _ in fused])
+        rank_of = {n: {r: i for i, (r, _) in enumerate(hits[n], start=1)} for n in order}
+        score_of = {n: dict(hits[n]) for n in order}
+        results = []
+        for rid, score in fused:
+            row = rows.get(rid)
+            if row is None:  # deleted between ranking and fetch
+                continue
+            results.append(
+                QueryResult(
+                    chunk_id=row.chunk_id,
+                    rrf_score=score,
+                    text=row.text,
+                    source=row.source,
+                    doc_id=row.doc_id,
+                    metadata=row.metadata,
+                    ranks={n: rank_of[n][rid] for n in order if rid in rank_of[n]},
+                    scores={n: score_of[n][rid] for n in order if rid in score_of[n]},
+                )
+            )
+        return QueryResponse(
+            query_id=req.query_id,
+            results=results,
+            mode=req.mode,
+            namespace=namespace,
+            legs=reports,
+            pending_vectors=self.pending_count(namespace) if req.mode != "bm25" else 0,
+            took_ms=round((time.perf_counter() - t0) * 1000, 3),
+        )

@@ -1,0 +1,68 @@
+"""The Store protocol: what the pipeline needs from a storage backend, nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..retrieve.filters import Filter
+
+__all__ = ["Store", "ChunkRow", "PreparedDocument", "WriteResult"]
+
+
+@dataclass
+class ChunkRow:
+    rowid: int
+    chunk_id: str
+    doc_id: str
+    text: str
+    source: str | None
+    metadata: dict[str, Any]
+
+
+@dataclass
+class PreparedDocument:
+    """A document ready to write: chunked and tokenized outside the write lock."""
+
+    doc_id: str
+    source: str | None
+    metadata: dict[str, Any]
+    content_hash: str
+    chunks: list[str]
+    tokens: list[str]  # one space-joined token string per chunk
+    langs: list[str | None]
+    text_hashes: list[str]
+
+
+@dataclass
+class WriteResult:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    chunks_written: int = 0
+    vectors_reused: int = 0
+    #: (namespace, vector-version after the write, rowids whose vectors were added / removed)
+    vec_changes: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
+
+
+class Store(Protocol):
+    path: str
+
+    def namespaces(self) -> list[str]: ...
+    def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult: ...
+    def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]: ...
+    def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]: ...
+    def filter_rowids(self, namespace: str, flt: Filter | None) -> np.ndarray: ...
+    def metadata_keys(self, namespace: str) -> set[str]: ...
+    def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]: ...
+    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]: ...
+    def vector_version(self, namespace: str) -> int: ...
+    def pending(self, limit: int) -> list[tuple[int, str, str, str]]: ...
+    def pending_count(self, namespace: str | None = None) -> int: ...
+    def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult: ...
+    def embedder_info(self) -> tuple[str | None, int | None]: ...
+    def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,577 @@
+"""The embedded store: one SQLite file, WAL, numbered migrations, FTS5 BM25 per namespace.
+
+Every write (chunks, BM25 postings, vectors, embedding queue) happens in one transaction, so a crash
+leaves either the old or the new state. Namespaces get their own FTS5 table: BM25 statistics and
+postings of one tenant never mix with another's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import NotFoundError, StoreError, ValidationError
+from ..retrieve.filters import Filter, to_sql
+from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
+from .base import ChunkRow, PreparedDocument, WriteResult
+
+__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _script(db: sqlite3.Connection, sql: str) -> None:
+    # statement by statement: executescript() would COMMIT the migration's transaction
+    for stmt in sql.split(";"):
+        if stmt.strip():
+            db.execute(stmt)
+
+
+def _m1(db: sqlite3.Connection) -> None:
+    _script(
+        db,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE namespaces (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL,
+            vec_version INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE TABLE documents (
+            ns_id INTEGER NOT NULL REFERENCES namespaces(id),
+            doc_id TEXT NOT NULL,
+            source TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            content_hash TEXT NOT NULL,
+            n_chunks INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (ns_id, doc_id)
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            ns_id INTEGER NOT NULL REFERENCES namespaces(id),
+            chunk_id TEXT NOT NULL,
+            doc_id TEXT NOT NULL,
+            ord INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            lang TEXT,
+            source TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (ns_id, chunk_id)
+        );
+        CREATE INDEX chunks_by_doc ON chunks (ns_id, doc_id);
+        CREATE TABLE vectors (chunk_rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
+        CREATE TABLE embed_queue (chunk_rowid INTEGER PRIMARY KEY, enqueued_at TEXT NOT NULL);
+        CREATE TABLE metadata_keys (ns_id INTEGER NOT NULL, key TEXT NOT NULL, PRIMARY KEY (ns_id, key));
+        """
+    )
+
+
+#: numbered schema migrations; index i upgrades user_version i to i + 1
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1]
+SCHEMA_VERSION = len(MIGRATIONS)
+_FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
+
+
+def _fts(ns_id: int) -> str:
+    return f"fts_{int(ns_id)}"
+
+
+def _fts_query(tokens: Sequence[str]) -> str:
+    # every term is a quoted FTS5 string: no user text can reach FTS5 query syntax
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+class SQLiteStore:
+    """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = str(path)
+        p = Path(self.path)
+        if self.path != ":memory:":
+            if not p.exists():
+                if not create:
+                    raise NotFoundError(f"no memory store at {p}")
+                p.parent.mkdir(parents=True, exist_ok=True)
+            elif p.is_dir():
+                raise StoreError(f"{p} is a directory, not a memory store file")
+        self._local = threading.local()
+        self._wlock = threading.RLock()
+        self._w = self._connect()
+        self._migrate()
+        self._ns_cache: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ connections
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            db.execute("PRAGMA foreign_keys=ON")
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a hybridmem store (SQLite says: {e})") from None
+        return db
+
+    @property
+    def _r(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        return db
+
+    def _migrate(self) -> None:
+        with self._wlock:
+            db = self._w
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and tables:
+                raise StoreError(f"{self.path} is an SQLite file but not a hybridmem store")
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} has schema version {version}, newer than this hybridmem ({SCHEMA_VERSION}): upgrade"
+                )
+            try:
+                for i in range(version, SCHEMA_VERSION):
+                    db.execute("BEGIN IMMEDIATE")
+                    MIGRATIONS[i](db)
+                    db.execute(f"PRAGMA user_version={i + 1}")
+                    db.execute("COMMIT")
+            except sqlite3.DatabaseError as e:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise StoreError(f"migrating {self.path} failed: {e}") from e
+            stored = self._meta_get(db, "tokenizer_version")
+            if stored != TOKENIZER_VERSION:
+                self._set_meta("tokenizer_version", TOKENIZER_VERSION)
+                if stored is not None:
+                    self.reindex_sparse()
+
+    # ------------------------------------------------------------------ meta
+    @staticmethod
+    def _meta_get(db: sqlite3.Connection, key: str) -> str | None:
+        row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        with self._wlock:
+            self._w.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def embedder_info(self) -> tuple[str | None, int | None]:
+        name = self._meta_get(self._r, "embedder")
+        dim = self._meta_get(self._r, "dim")
+        return name, (int(dim) if dim else None)
+
+    def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None:
+        """Record the embedder; with ``reset_vectors`` drop every vector and queue every chunk."""
+        with self._wlock, self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?)", (name,))
+            if dim:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+            else:
+                db.execute("DELETE FROM meta WHERE key='dim'")
+            if reset_vectors:
+                db.execute("DELETE FROM vectors")
+                db.execute("INSERT OR IGNORE INTO embed_queue SELECT id, ? FROM chunks", (_now(),))
+                db.execute("UPDATE namespaces SET vec_version = vec_version + 1")
+
+    # ------------------------------------------------------------------ transactions
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: Any, *_: Any) -> None:
+            if exc_type is None:
+                self.db.execute("COMMIT")
+            else:
+                self.db.execute("ROLLBACK")
+
+    def _tx(self) -> "SQLiteStore._Tx":
+        return SQLiteStore._Tx(self._w)
+
+    # ------------------------------------------------------------------ namespaces
+    def namespaces(self) -> list[str]:
+        return [r[0] for r in self._r.execute("SELECT name FROM namespaces ORDER BY name")]
+
+    def _ns_id(self, name: str, db: sqlite3.Connection | None = None, create: bool = False) -> int | None:
+        if name in self._ns_cache:
+            return self._ns_cache[name]
+        db = db or self._r
+        row = db.execute("SELECT id FROM namespaces WHERE name=?", (name,)).fetchone()
+        if row is None:
+            if not create:
+                return None
+            cur = db.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?)", (name, _now()))
+            ns_id = int(cur.lastrowid)
+            db.execute(f"CREATE VIRTUAL TABLE {_fts(ns_id)} USING fts5(tokens, tokenize=\"{_FTS_TOKENIZE}\")")
+            return ns_id  # cached only after commit (see write_documents)
+        self._ns_cache[name] = int(row[0])
+        return int(row[0])
+
+    # ------------------------------------------------------------------ writes
+    def document_hash(self, namespace: str, doc_id: str) -> str | None:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return None
+        row = self._r.execute(
+            "SELECT content_hash FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)
+        ).fetchone()
+        return row[0] if row else None
+
+    def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
+        """Insert or replace documents in one transaction. Chunks whose text did not change keep
+        their vectors; other chunks are queued for embedding."""
+        res = WriteResult()
+        if not docs:
+            return res
+        now = _now()
+        with self._wlock:
+            try:
+                with self._tx() as db:
+                    ns = self._ns_id(namespace, db, create=True)
+                    assert ns is not None
+                    fts = _fts(ns)
+                    added_vecs: list[int] = []
+                    removed_vecs: list[int] = []
+                    keys: set[str] = set()
+                    for d in docs:
+                        row = db.execute(
+                            "SELECT content_hash, created_at FROM documents WHERE ns_id=? AND doc_id=?",
+                            (ns, d.doc_id),
+                        ).fetchone()
+                        if row and row[0] == d.content_hash:
+                            res.unchanged.append(d.doc_id)
+                            continue
+                        created = row[1] if row else now
+                        old_vecs: dict[str, bytes] = {}
+                        if row:
+                            old = db.execute(
+                                "SELECT c.id, c.text_hash, v.vec FROM chunks c LEFT JOIN vectors v "
+                                "ON v.chunk_rowid = c.id WHERE c.ns_id=? AND c.doc_id=?",
+                                (ns, d.doc_id),
+                            ).fetchall()
+                            old_vecs = {h: v for _, h, v in old if v is not None}
+                            removed_vecs += [i for i, _, v in old if v is not None]
+                            self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
+                            res.updated.append(d.doc_id)
+                        else:
+                            res.added.append(d.doc_id)
+                        meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
+                        db.execute(
+                            "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now),
+                        )
+                        keys.update(d.metadata)
+                        for i, (text, toks, lang, th) in enumerate(
+                            zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1
+                        ):
+                            cur = db.execute(
+                                "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
+                                " metadata, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                                (ns, f"{d.doc_id}_p{i}", d.doc_id, i, text, th, lang, d.source, meta_json,
+                                 created, now),
+                            )
+                            rid = int(cur.lastrowid)
+                            db.execute(f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)", (rid, toks))
+                            if th in old_vecs:
+                                db.execute("INSERT INTO vectors VALUES (?, ?)", (rid, old_vecs[th]))
+                                added_vecs.append(rid)
+                                res.vectors_reused += 1
+                            else:
+                                db.execute("INSERT INTO embed_queue VALUES (?, ?)", (rid, now))
+                            res.chunks_written += 1
+                    db.executemany(
+                        "INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(keys)]
+                    )
+                    if added_vecs or removed_vecs:
+                        version = self._bump(db, ns)
+                        res.vec_changes.append((namespace, version, added_vecs, removed_vecs))
+            except sqlite3.IntegrityError as e:
+                raise ValidationError(f"write rejected by the store: {e}") from None
+            except sqlite3.OperationalError as e:
+                raise StoreError(f"write to {self.path} failed: {e}") from e
+            self._ns_cache.pop(namespace, None)
+        return res
+
+    @staticmethod
+    def _bump(db: sqlite3.Connection, ns: int) -> int:
+        db.execute("UPDATE namespaces SET vec_version = vec_version + 1 WHERE id=?", (ns,))
+        return int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+
+    @staticmethod
+    def _delete_chunk_rows(db: sqlite3.Connection, fts: str, rowids: list[int]) -> None:
+        for i in range(0, len(rowids), 500):
+            part = rowids[i : i + 500]
+            q = ",".join("?" * len(part))
+            db.execute(f"DELETE FROM {fts} WHERE rowid IN ({q})", part)
+            db.execute(f"DELETE FROM vectors WHERE chunk_rowid IN ({q})", part)
+            db.execute(f"DELETE FROM embed_queue WHERE chunk_rowid IN ({q})", part)
+            db.execute(f"DELETE FROM chunks WHERE id IN ({q})", part)
+
+    def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
+        """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
+        Returns the ids that were found."""
+        res = WriteResult()
+        found: list[str] = []
+        with self._wlock, self._tx() as db:
+            ns = self._ns_id(namespace, db)
+            if ns is None:
+                return found, res
+            fts = _fts(ns)
+            removed_vecs: list[int] = []
+            for ident in ids:
+                rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchall()
+                is_doc = bool(rows) or db.execute(
+                    "SELECT 1 FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident)
+                ).fetchone() is not None
+                if not is_doc:
+                    rows = db.execute(
+                        "SELECT id FROM chunks WHERE ns_id=? AND chunk_id=?", (ns, ident)
+                    ).fetchall()
+                    if not rows:
+                        continue
+                rowids = [r[0] for r in rows]
+                if rowids:
+                    q = ",".join("?" * len(rowids))
+                    removed_vecs += [
+                        r[0] for r in db.execute(f"SELECT chunk_rowid FROM vectors WHERE chunk_rowid IN ({q})", rowids)
+                    ]
+                self._delete_chunk_rows(db, fts, rowids)
+                if is_doc:
+                    db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident))
+                else:
+                    doc_row = db.execute(
+                        "SELECT doc_id FROM documents d WHERE ns_id=? AND NOT EXISTS "
+                        "(SELECT 1 FROM chunks c WHERE c.ns_id=d.ns_id AND c.doc_id=d.doc_id) AND doc_id=?",
+                        (ns, ident.rsplit("_p", 1)[0]),
+                    ).fetchone()
+                    if doc_row:  # the last chunk of a document went: the document goes too
+                        db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_row[0]))
+                found.append(ident)
+            if removed_vecs:
+                res.vec_changes.append((namespace, self._bump(db, ns), [], removed_vecs))
+        return found, res
+
+    def reindex_sparse(self) -> int:
+        """Rebuild every BM25 table from chunk text (after a tokenizer change)."""
+        from ..text.tokenize import tokenize
+
+        n = 0
+        with self._wlock, self._tx() as db:
+            for (ns,) in db.execute("SELECT id FROM namespaces").fetchall():
+                fts = _fts(ns)
+                db.execute(f"DELETE FROM {fts}")
+                rows = db.execute("SELECT id, text, lang FROM chunks WHERE ns_id=?", (ns,)).fetchall()
+                db.executemany(
+                    f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)",
+                    [(rid, " ".join(tokenize(text, lang))) for rid, text, lang in rows],
+                )
+                n += len(rows)
+        return n
+
+    # ------------------------------------------------------------------ embedding queue
+    def pending(self, limit: int) -> list[tuple[int, str, str, str]]:
+        """(rowid, namespace, text, text_hash) of chunks waiting for a vector, oldest first."""
+        return self._r.execute(
+            "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+            "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT ?",
+            (limit,),
+        ).fetchall()
+
+    def pending_count(self, namespace: str | None = None) -> int:
+        if namespace is None:
+            return int(self._r.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return 0
+        return int(
+            self._r.execute(
+                "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id=?", (ns,)
+            ).fetchone()[0]
+        )
+
+    def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
+        """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
+        res = WriteResult()
+        with self._wlock, self._tx() as db:
+            by_ns: dict[int, list[int]] = {}
+            for rid, th, vec in items:
+                row = db.execute("SELECT ns_id, text_hash FROM chunks WHERE id=?", (rid,)).fetchone()
+                db.execute("DELETE FROM embed_queue WHERE chunk_rowid=?", (rid,))
+                if row is None or row[1] != th:
+                    continue
+                db.execute(
+                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)", (rid, np.asarray(vec, np.float32).tobytes())
+                )
+                by_ns.setdefault(row[0], []).append(rid)
+            names = dict(db.execute("SELECT id, name FROM namespaces").fetchall())
+            for ns, rids in by_ns.items():
+                res.vec_changes.append((names[ns], self._bump(db, ns), rids, []))
+        return res
+
+    # ------------------------------------------------------------------ reads
+    def vector_version(self, namespace: str) -> int:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return 0
+        return int(self._r.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+
+    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
+        """(version, rowids, matrix) of every embedded chunk of a namespace, read in one snapshot."""
+        ns = self._ns_id(namespace)
+        dim = self.embedder_info()[1] or 0
+        if ns is None:
+            return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        db = self._r
+        db.execute("BEGIN")
+        try:
+            version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            rows = db.execute(
+                "SELECT v.chunk_rowid, v.vec FROM vectors v JOIN chunks c ON c.id = v.chunk_rowid "
+                "WHERE c.ns_id=? ORDER BY v.chunk_rowid",
+                (ns,),
+            ).fetchall()
+        finally:
+            db.execute("COMMIT")
+        if not rows:
+            return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        return version, rowids, matrix.copy()
+
+    def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        rowids = list(rowids)
+        out_ids: list[int] = []
+        blobs: list[bytes] = []
+        for i in range(0, len(rowids), 500):
+            part = rowids[i : i + 500]
+            for rid, blob in self._r.execute(
+                f"SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({','.join('?' * len(part))})", part
+            ):
+                out_ids.append(rid)
+                blobs.append(blob)
+        if not blobs:
+            return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+        m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
+        return np.asarray(out_ids, np.int64), m.copy()
+
+    def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        """Top-k (rowid, score) by FTS5 BM25 (k1=1.2, b=0.75), the filter applied before ranking.
+        Scores are negated so that higher is better."""
+        ns = self._ns_id(namespace)
+        if ns is None or not tokens:
+            return []
+        where, params = to_sql(flt, "c.metadata")
+        fts = _fts(ns)
+        sql = (
+            f"SELECT {fts}.rowid, bm25({fts}) AS s FROM {fts} JOIN chunks c ON c.id = {fts}.rowid "
+            f"WHERE {fts} MATCH ? AND {where} ORDER BY s LIMIT ?"
+            if flt is not None
+            else f"SELECT rowid, bm25({fts}) AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s LIMIT ?"
+        )
+        try:
+            rows = self._r.execute(sql, [_fts_query(tokens), *params, k]).fetchall()
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"BM25 query failed: {e}") from e
+        return [(int(r), -float(s)) for r, s in rows]
+
+    def filter_rowids(self, namespace: str, flt: Filter | None) -> np.ndarray:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return np.zeros(0, np.int64)
+        where, params = to_sql(flt, "metadata")
+        rows = self._r.execute(f"SELECT id FROM chunks WHERE ns_id=? AND {where}", [ns, *params]).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def metadata_keys(self, namespace: str) -> set[str]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return set()
+        return {r[0] for r in self._r.execute("SELECT key FROM metadata_keys WHERE ns_id=?", (ns,))}
+
+    def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+        out: dict[int, ChunkRow] = {}
+        rowids = list(rowids)
+        for i in range(0, len(rowids), 500):
+            part = rowids[i : i + 500]
+            for r in self._r.execute(
+                "SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks "
+                f"WHERE id IN ({','.join('?' * len(part))})",
+                part,
+            ):
+                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
+        return out
+
+    def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return None
+        row = self._r.execute(
+            "SELECT doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at FROM documents "
+            "WHERE ns_id=? AND doc_id=?",
+            (ns, doc_id),
+        ).fetchone()
+        if row is None:
+            return None
+        chunks = self._r.execute(
+            "SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord", (ns, doc_id)
+        ).fetchall()
+        return {
+            "doc_id": row[0], "source": row[1], "metadata": json.loads(row[2]), "content_hash": row[3],
+            "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
+            "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
+        }
+
+    def counts(self, namespace: str) -> dict[str, int]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
+        db = self._r
+        return {
+            "documents": db.execute("SELECT count(*) FROM documents WHERE ns_id=?", (ns,)).fetchone()[0],
+            "chunks": db.execute("SELECT count(*) FROM chunks WHERE ns_id=?", (ns,)).fetchone()[0],
+            "vectors": db.execute(
+                "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_rowid WHERE c.ns_id=?", (ns,)
+            ).fetchone()[0],
+            "pending_vectors": self.pending_count(namespace),
+        }
+
+    def integrity_check(self) -> str:
+        return str(self._r.execute("PRAGMA integrity_check").fetchone()[0])
+
+    def size_bytes(self) -> int:
+        if self.path == ":memory:":
+            return 0
+        return sum(Path(self.path + s).stat().st_size for s in ("", "-wal") if Path(self.path + s).exists())
+
+    def close(self) -> None:
+        with self._wlock:
+            try:
+                self._w.close()
+            except sqlite3.Error:
+                pass
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+

@@ -1,0 +1,132 @@
+"""Our token stream for BM25: multilingual, accent-folded, identifier-aware, CJK bigrams.
+
+Identifiers are kept whole *and* split (``HEL-4040`` → ``hel-4040``, ``hel``, ``4040``), so an exact
+error code outranks documents that merely share its parts. ``HTTP 504`` also yields ``http504``.
+Latin words are stemmed with Snowball in the language detected for the text (en/fr/de/es).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections import Counter
+
+from .stopwords import ALL as STOPWORDS
+from .stopwords import BY_LANG
+
+__all__ = ["tokenize", "query_tokens", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
+
+#: bump when the token stream changes: stores re-index their BM25 tables on open
+TOKENIZER_VERSION = "1"
+#: characters that may join parts of one identifier; FTS5 must treat them as token characters
+TOKEN_CHARS = "-_./:@#+"
+
+_CJK = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # hangul
+)
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+# a word, or words joined by identifier punctuation: hel-4040, max_connections, foo.bar, v2.3.1, a/b/c
+_WORD = re.compile(r"[^\W_]+(?:[-_./:@#+]+[^\W_]+)*")
+_SPLIT = re.compile(r"[-_./:@#+]+")
+_ALPHA = re.compile(r"^[^\W\d_]+$")
+_DIGITS = re.compile(r"^\d+$")
+_SNOWBALL = {"en": "english", "fr": "french", "de": "german", "es": "spanish"}
+
+
+def fold(text: str) -> str:
+    """NFKC, casefold, strip combining accents (é → e, ß → ss); CJK untouched."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    decomposed = unicodedata.normalize("NFD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def detect_language(text: str) -> str | None:
+    """'zh' when CJK dominates, else the en/fr/de/es stopword list that matches most words (or None)."""
+    folded = fold(text[:4000])
+    cjk = sum(len(m) for m in _CJK_RUN.findall(folded))
+    words = [w for w in re.findall(r"[^\W\d_]+", folded)]
+    if cjk and cjk >= len(words):
+        return "zh"
+    if not words:
+        return None
+    counts = Counter()
+    for w in words:
+        for lang, stops in BY_LANG.items():
+            if w in stops:
+                counts[lang] += 1
+    if not counts:
+        return None
+    (best, n), *rest = counts.most_common(2) + [("", 0)]
+    return best if n > rest[0][1] else None
+
+
+@functools.lru_cache(maxsize=8)
+def _stemmer(lang: str):
+    import Stemmer  # PyStemmer: Snowball in C
+
+    return Stemmer.Stemmer(_SNOWBALL[lang], 100_000)
+
+
+def _stem(word: str, lang: str | None) -> str:
+    if lang not in _SNOWBALL or not _ALPHA.match(word):
+        return word
+    return _stemmer(lang).stemWord(word)
+
+
+def _cjk_tokens(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list[str]:
+    """Tokens of ``text`` in order (duplicates kept: they are term frequencies).
+
+    ``lang``: "auto" detects it; None disables stemming; or one of en/fr/de/es/zh.
+    """
+    if not text:
+        return []
+    if lang == "auto":
+        lang = detect_language(text)
+    if not stem:
+        lang = None
+    folded = fold(text)
+    out: list[str] = []
+    pos = 0
+    prev_alpha: str | None = None  # for "http 504" → "http504"
+    for m in re.finditer(f"[{_CJK}]+|" + _WORD.pattern, folded):
+        piece = m.group()
+        gap = folded[pos : m.start()]
+        pos = m.end()
+        if _CJK_RUN.fullmatch(piece):
+            out.extend(_cjk_tokens(piece))
+            prev_alpha = None
+            continue
+        if _DIGITS.match(piece) and prev_alpha and gap.strip() == "" and len(piece) >= 2:
+            out.append(prev_alpha + piece)
+        parts = _SPLIT.split(piece)
+        if len(parts) > 1:
+            out.append(piece)
+            out.extend(_stem(p, lang) for p in parts if p not in STOPWORDS)
+            prev_alpha = None
+            continue
+        if piece in STOPWORDS:
+            prev_alpha = None
+            continue
+        out.append(_stem(piece, lang))
+        prev_alpha = piece if (_ALPHA.match(piece) and len(piece) >= 2) else None
+    return out
+
+
+def query_tokens(text: str, lang: str | None = "auto", *, stem: bool = True, limit: int = 64) -> list[str]:
+    """Unique tokens of a query, in first-seen order, at most ``limit`` (bounds BM25 latency)."""
+    seen: dict[str, None] = {}
+    for t in tokenize(text, lang, stem=stem):
+        seen.setdefault(t, None)
+        if len(seen) >= limit:
+            break
+    return list(seen)
