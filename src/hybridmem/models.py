@@ -30,6 +30,9 @@ class HybridParams(BaseModel):
     dense_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     sparse_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     rrf_k_constant: float = Field(config.DEFAULT_RRF_K, ge=0, le=100_000, allow_inf_nan=False)
+    #: weight of the exact-identifier leg (hybrid mode, only when the query cites an identifier such
+    #: as HEL-4040 or max_connections); 0 gives two-leg RRF
+    exact_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
 
 
 class QueryRequest(BaseModel):

@@ -52,9 +52,16 @@ class Or:
 Filter = Union[Cond, And, Or]
 
 
+def _check_int(v: Any, where: str) -> None:
+    # SQLite integers are 64-bit: a bigger one cannot be bound as a parameter
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        raise FilterError(f"{where}: integer {v} is outside the 64-bit range")
+
+
 def _check_scalar(v: Any, where: str) -> None:
     if not (v is None or isinstance(v, (str, int, float, bool))):
         raise FilterError(f"{where}: expected a string, number, boolean or null, got {type(v).__name__}")
+    _check_int(v, where)
 
 
 def _parse_key(key: str) -> str:
@@ -91,6 +98,7 @@ def _parse_field(key: str, spec: Any) -> Filter:
         elif op in ("$gt", "$gte", "$lt", "$lte"):
             if isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 raise FilterError(f"{key}.{op}: expected a number or a string (ISO date), got {v!r}")
+            _check_int(v, f"{key}.{op}")
         else:
             _check_scalar(v, f"{key}.{op}")
         conds.append(Cond(key, op, v))

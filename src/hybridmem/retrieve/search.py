@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import FilterError, HybridMemError
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Store
-from ..text.tokenize import query_tokens
+from ..text.tokenize import identifier_tokens, query_tokens
 from .filters import Filter, filter_keys, parse_filter
 from .fusion import rrf
 
@@ -46,6 +46,10 @@ class Searcher:
     def _bm25_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
         return self.store.bm25(namespace, query_tokens(text), flt, k)
 
+    def _exact_leg(self, namespace: str, idents: list[str], flt: Filter | None, k: int) -> list[LegHit]:
+        # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
+        return self.store.bm25(namespace, idents, flt, k)
+
     def _dense_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
         allowed = self.store.filter_rowids(namespace, flt) if flt is not None else None
         if allowed is not None and len(allowed) == 0:
@@ -62,6 +66,9 @@ class Searcher:
             legs["bm25"] = lambda: self._bm25_leg(namespace, req.search_text, flt, k)
         if req.mode in ("vector", "hybrid"):
             legs["dense"] = lambda: self._dense_leg(namespace, req.search_text, flt, k)
+        idents = identifier_tokens(req.search_text) if req.mode == "hybrid" and hp.exact_weight > 0 else []
+        if idents:
+            legs["exact"] = lambda: self._exact_leg(namespace, idents, flt, k)
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()
@@ -89,8 +96,8 @@ class Searcher:
         for name in ("bm25", "dense"):
             reports.setdefault(name, LegReport(status="skipped"))
 
-        order = [n for n in ("bm25", "dense") if n in hits]
-        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight}
+        order = [n for n in ("bm25", "dense", "exact") if n in hits]
+        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight, "exact": hp.exact_weight}
         fused = rrf([[r for r, _ in hits[n]] for n in order], k=hp.rrf_k_constant, weights=[weights[n] for n in order])
         # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
         fused = [(r, s) for r, s in fused if s > 0][: req.top_k]

@@ -15,7 +15,7 @@ from collections import Counter
 from .stopwords import ALL as STOPWORDS
 from .stopwords import BY_LANG
 
-__all__ = ["tokenize", "query_tokens", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
+__all__ = ["tokenize", "query_tokens", "identifier_tokens", "is_identifier", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
 
 #: bump when the token stream changes: stores re-index their BM25 tables on open
 TOKENIZER_VERSION = "1"
@@ -130,3 +130,20 @@ def query_tokens(text: str, lang: str | None = "auto", *, stem: bool = True, lim
         if len(seen) >= limit:
             break
     return list(seen)
+
+
+_HAS_DIGIT = re.compile(r"\d")
+_HAS_ALPHA = re.compile(r"[^\W\d_]")
+
+
+def is_identifier(token: str) -> bool:
+    """An exact identifier: joined parts (``hel-4040``, ``max_connections``, ``v2.3.1``) or letters
+    mixed with digits (``http504``, ``utf8``, ``s3``). Plain words and plain numbers are not."""
+    if any(c in TOKEN_CHARS for c in token):
+        return len(_SPLIT.split(token)) > 1
+    return bool(_HAS_DIGIT.search(token) and _HAS_ALPHA.search(token))
+
+
+def identifier_tokens(text: str, lang: str | None = "auto") -> list[str]:
+    """The identifier tokens of a query, unique, in order (for the exact-identifier leg)."""
+    return [t for t in query_tokens(text, lang) if is_identifier(t)]

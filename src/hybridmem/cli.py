@@ -1,0 +1,422 @@
+"""The ``hybridmem`` command line: a thin adapter over :class:`hybridmem.Memory`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import config
+from .errors import HybridMemError, NotFoundError, ValidationError
+from .memory import Memory
+from .models import Document, QueryResponse
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="hybridmem: long-term memory for AI agents (BM25 ‖ dense, fused by RRF, behind metadata filters).",
+    rich_markup_mode=None,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+_NAME_TO_SPEC = {"e5:multilingual-e5-small-q4": "e5", "use:multilingual-v3": "use"}
+
+
+class State:
+    db: Path = config.DEFAULT_DB
+    namespace: str = config.DEFAULT_NAMESPACE
+    embedder: Optional[str] = None
+
+
+state = State()
+
+
+def _fail(e: Exception) -> typer.Exit:
+    code = e.exit_code if isinstance(e, HybridMemError) else 1
+    err.print(f"[bold red]error:[/] {e}", highlight=False)
+    return typer.Exit(code)
+
+
+def _open(*, create: bool = True, auto_embed: bool = False, **kw: Any) -> Memory:
+    spec = state.embedder
+    if spec is None:
+        # reuse the embedder the store was built with, so commands need no --embedder
+        from .store.sqlite import SQLiteStore
+
+        if state.db.exists():
+            s = SQLiteStore(state.db, create=False)
+            name, _ = s.embedder_info()
+            s.close()
+            if name:
+                spec = _NAME_TO_SPEC.get(name, name)
+    if not create and not state.db.exists():
+        raise NotFoundError(f"no memory store at {state.db} (ingest something first, or pass --db)")
+    return Memory(state.db, embedder=spec, namespace=state.namespace, auto_embed=auto_embed, create=create, **kw)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+        disable=not err.is_terminal,
+    )
+
+
+@app.callback()
+def main_options(
+    db: Path = typer.Option(config.DEFAULT_DB, "--db", envvar="HYBRIDMEM_DB", help="SQLite memory file."),
+    namespace: str = typer.Option(config.DEFAULT_NAMESPACE, "--namespace", "-n", envvar="HYBRIDMEM_NAMESPACE"),
+    embedder: Optional[str] = typer.Option(
+        None, "--embedder", envvar="HYBRIDMEM_EMBEDDER",
+        help="e5 (default), use, st:NAME_OR_PATH, openai:MODEL, hash[:DIM]. Defaults to the store's own.",
+    ),
+) -> None:
+    state.db, state.namespace, state.embedder = db, namespace, embedder
+
+
+def _parse_meta(items: list[str]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValidationError(f"expected key=value, got {item!r}", field="--meta")
+        try:
+            meta[key.strip()] = json.loads(value)  # numbers, booleans, null
+        except json.JSONDecodeError:
+            meta[key.strip()] = value
+    return meta
+
+
+def _embed_with_progress(mem: Memory) -> None:
+    pending = mem.store.pending_count()
+    if not pending:
+        return
+    with _progress() as prog:
+        task = prog.add_task("embedding", total=pending)
+        mem.wait_for_vectors(progress=lambda n: prog.advance(task, n))
+
+
+@app.command()
+def ingest(
+    paths: list[str] = typer.Argument(..., help="Files or directories; '-' reads text from stdin."),
+    doc_id: Optional[str] = typer.Option(None, "--id", help="Document id (one file or stdin only)."),
+    meta: list[str] = typer.Option([], "--meta", help="key=value metadata for every document (repeatable)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Source name for stdin text."),
+    wait: bool = typer.Option(False, "--wait", help="Block until every chunk has its vector."),
+    chunk_size: int = typer.Option(config.DEFAULT_CHUNK_SIZE, "--chunk-size", help="Characters per chunk (0 = whole)."),
+    chunk_overlap: int = typer.Option(config.DEFAULT_CHUNK_OVERLAP, "--chunk-overlap"),
+    as_json: bool = typer.Option(False, "--json", help="Print the ingest report as JSON."),
+) -> None:
+    """Store files, directories or stdin text. Writes are BM25-searchable at once; vectors follow."""
+    try:
+        metadata = _parse_meta(meta)
+        docs: list[Document] = []
+        skipped: list[dict[str, str]] = []
+        from .text.loaders import load_path
+
+        for p in paths:
+            if p == "-":
+                text = sys.stdin.read()
+                docs.append(Document(text=text, id=doc_id, source=source or "stdin", metadata=dict(metadata)))
+                continue
+            if doc_id and len(paths) > 1:
+                raise ValidationError("--id needs exactly one path", field="--id")
+            found, skip = load_path(Path(p), doc_id=doc_id)
+            for d in found:
+                d.metadata = {**d.metadata, **metadata}
+            docs += found
+            skipped += [{"path": s.path, "reason": s.reason} for s in skip]
+        for s in skipped:
+            err.print(f"[yellow]warning:[/] skipped {s['reason']}", highlight=False)
+        with _open(chunk_size=chunk_size or None, chunk_overlap=chunk_overlap) as mem:
+            with _progress() as prog:
+                task = prog.add_task("indexing", total=len(docs))
+                report = mem.add_documents(docs, progress=lambda n: prog.advance(task, n))
+            report.skipped = skipped
+            if wait:
+                _embed_with_progress(mem)
+            report.pending_vectors = mem.store.pending_count(mem.namespace)
+        if as_json:
+            out.print_json(report.model_dump_json())
+            return
+        out.print(
+            f"{len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged, "
+            f"{len(skipped)} skipped; {report.chunks_written} chunks written"
+            + (f" ({report.vectors_reused} vectors reused)" if report.vectors_reused else ""),
+            highlight=False,
+        )
+        if report.pending_vectors:
+            out.print(
+                f"{report.pending_vectors} chunks wait for vectors (BM25-searchable now); "
+                "run `hybridmem embed` or ingest with --wait",
+                highlight=False,
+            )
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+def _print_response(resp: QueryResponse) -> None:
+    table = Table(show_lines=False, header_style="bold", expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("chunk_id", no_wrap=True, overflow="fold")
+    table.add_column("rrf", justify="right", no_wrap=True)
+    table.add_column("bm25", justify="right", no_wrap=True)
+    table.add_column("dense", justify="right", no_wrap=True)
+    table.add_column("exact", justify="right", no_wrap=True)
+    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
+    table.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
+    for i, r in enumerate(resp.results, start=1):
+        snippet = " ".join(r.text.split())
+        table.add_row(
+            str(i), r.chunk_id, f"{r.rrf_score:.4f}",
+            str(r.ranks.get("bm25", "–")), str(r.ranks.get("dense", "–")), str(r.ranks.get("exact", "–")),
+            r.source or "", snippet,
+        )
+    out.print(table)
+    legs = ", ".join(
+        f"{n}: {leg.status}" + (f" {leg.took_ms:.1f} ms" if leg.status == "ok" else f" ({leg.error})" if leg.error else "")
+        for n, leg in resp.legs.items()
+    )
+    out.print(f"{resp.total_retrieved} results, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}", highlight=False)
+    if resp.pending_vectors:
+        out.print(f"note: {resp.pending_vectors} chunks still wait for vectors (not in the dense leg yet)")
+
+
+@app.command()
+def search(
+    text: Optional[str] = typer.Argument(None, help="What to look for."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k"),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25 or vector."),
+    dense_weight: Optional[float] = typer.Option(None, "--dense-weight"),
+    sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight"),
+    rrf_k: Optional[float] = typer.Option(None, "--rrf-k"),
+    fetch_k: Optional[int] = typer.Option(None, "--fetch-k"),
+    filters: list[str] = typer.Option([], "--filter", "-f", help="key=value equality filter (repeatable)."),
+    filter_json: Optional[str] = typer.Option(None, "--filter-json", help='A filter object, e.g. {"severity": {"$gte": 2}}'),
+    request: Optional[Path] = typer.Option(None, "--request", help="A JSON request file of the contract ('-' = stdin)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the contract response as JSON."),
+) -> None:
+    """Query the memory (hybrid by default) and show each result's rank in each leg."""
+    try:
+        data: dict[str, Any] = {}
+        if request is not None:
+            raw = sys.stdin.read() if str(request) == "-" else request.read_text(encoding="utf-8")
+            try:
+                data = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ValidationError(f"not valid JSON: {e.msg} at line {e.lineno}", field="--request") from None
+            if not isinstance(data, dict):
+                raise ValidationError("the request must be a JSON object", field="--request")
+        if text is not None:
+            data["search_text"] = text
+        if "search_text" not in data:
+            raise ValidationError("give the text to search for, or --request FILE", field="search_text")
+        flt: dict[str, Any] = dict(data.get("metadata_filter") or {})
+        if filter_json:
+            try:
+                extra = json.loads(filter_json)
+            except json.JSONDecodeError as e:
+                raise ValidationError(f"not valid JSON: {e.msg}", field="--filter-json") from None
+            if not isinstance(extra, dict):
+                raise ValidationError("expected a JSON object", field="--filter-json")
+            flt.update(extra)
+        flt.update(_parse_meta(filters) if filters else {})
+        data["metadata_filter"] = flt
+        for key, val in (("top_k", top_k), ("mode", mode), ("fetch_k", fetch_k)):
+            if val is not None:
+                data[key] = val
+        hp = dict(data.get("hybrid_params") or {})
+        for key, val in (("dense_weight", dense_weight), ("sparse_weight", sparse_weight), ("rrf_k_constant", rrf_k)):
+            if val is not None:
+                hp[key] = val
+        data["hybrid_params"] = hp
+        with _open(create=False) as mem:
+            resp = mem.search(data)
+        if as_json:
+            sys.stdout.write(resp.model_dump_json(indent=2) + "\n")
+        else:
+            _print_response(resp)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def delete(ids: list[str] = typer.Argument(..., help="Document ids or chunk ids.")) -> None:
+    """Delete documents or single chunks from every index, in one transaction."""
+    try:
+        with _open(create=False) as mem:
+            found = mem.delete(ids)
+        missing = [i for i in ids if i not in found]
+        out.print(f"deleted {len(found)}: {', '.join(found) or '–'}", highlight=False)
+        if missing:
+            err.print(f"[yellow]not found in namespace {state.namespace!r}:[/] {', '.join(missing)}", highlight=False)
+            raise typer.Exit(NotFoundError.exit_code)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def get(doc_id: str) -> None:
+    """Print one stored document (metadata and chunks) as JSON."""
+    try:
+        with _open(create=False) as mem:
+            out.print_json(json.dumps(mem.get(doc_id), ensure_ascii=False))
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    """Documents, chunks, vectors, chunks still waiting for vectors, embedder, size."""
+    try:
+        with _open(create=False) as mem:
+            s = mem.stats()
+        if as_json:
+            out.print_json(s.model_dump_json())
+            return
+        t = Table(show_header=False)
+        for k, v in s.model_dump().items():
+            t.add_row(k, ", ".join(v) if isinstance(v, list) else str(v))
+        out.print(t)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def embed() -> None:
+    """Compute the vectors of every chunk still waiting in the queue."""
+    try:
+        with _open(create=False) as mem:
+            n = mem.store.pending_count()
+            _embed_with_progress(mem)
+        out.print(f"embedded {n} chunks")
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def reembed(embedder: str = typer.Option(..., "--embedder", help="The new embedder spec.")) -> None:
+    """Switch the store to another embedder and recompute every vector."""
+    try:
+        with _open(create=False, check_embedder=False) as mem:
+            total = mem.store.counts(mem.namespace)["chunks"]
+
+            with _progress() as prog:
+                task = prog.add_task(f"re-embedding with {embedder}", total=None)
+                n = mem.reembed(embedder, progress=lambda k: prog.advance(task, k))
+        out.print(f"re-embedded {n} chunks ({total} in namespace {state.namespace!r}) with {embedder}")
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command()
+def demo(
+    db: Path = typer.Option(Path(".hybridmem") / "demo.db", "--demo-db", help="Where to build the demo store."),
+    embedder: str = typer.Option(config.DEFAULT_EMBEDDER, "--embedder", help="Embedder for the demo store."),
+) -> None:
+    """Build the Helio demo memory in a fresh store and show BM25 vs vectors vs hybrid."""
+    from .demo import KEY_QUESTIONS, load_documents, load_questions
+
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(db) + suffix).unlink(missing_ok=True)
+        docs = load_documents()
+        questions = {q["id"]: q for q in load_questions()}
+        out.print(f"[bold]hybridmem demo[/] — {len(docs)} Helio documents (fr, en, de, es, zh) into {db}")
+        with Memory(db, embedder=embedder, auto_embed=False) as mem:
+            with _progress() as prog:
+                task = prog.add_task("indexing", total=len(docs))
+                mem.add_documents(docs, progress=lambda n: prog.advance(task, n))
+            _embed_with_progress(mem)
+            s = mem.stats()
+            out.print(f"{s.documents} documents, {s.chunks} chunks, {s.vectors} vectors ({s.embedder})\n")
+            wins: dict[str, bool] = {}
+            for qid in KEY_QUESTIONS:
+                q = questions[qid]
+                t = Table(title=f"« {q['question']} »  (gold: {', '.join(q['gold'])})", title_justify="left")
+                for col in ("mode", "top-1 document", "rank of gold", "top-3"):
+                    t.add_column(col)
+                for mode in ("bm25", "vector", "hybrid"):
+                    resp = mem.search(q["question"], mode=mode, top_k=5)
+                    docs_ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
+                    gold_rank = next((i for i, d in enumerate(docs_ranked, 1) if d in q["gold"]), None)
+                    ok = gold_rank == 1
+                    if mode == "hybrid":
+                        wins[qid] = ok
+                    t.add_row(
+                        mode,
+                        f"[{'green' if ok else 'red'}]{docs_ranked[0] if docs_ranked else '–'}[/]",
+                        str(gold_rank or "not in top 5"),
+                        ", ".join(docs_ranked[:3]),
+                    )
+                out.print(t)
+            # a filtered query: the same incident exists in production and staging
+            resp = mem.search(
+                "HTTP 504 gateway timeout billing-service PostgreSQL pool",
+                metadata_filter={"environment": "production"}, top_k=5,
+            )
+            envs = {r.metadata.get("environment") for r in resp.results}
+            out.print(
+                f"\nfiltered query environment=production → {resp.total_retrieved} results, environments seen: "
+                f"{', '.join(sorted(map(str, envs)))}",
+                highlight=False,
+            )
+            _demo_scores(mem, list(questions.values()))
+        verdict = all(wins.values()) and envs <= {"production"}
+        out.print(
+            ("[bold green]hybrid ranks both gold documents first[/]" if verdict else "[bold red]hybrid missed a gold document[/]")
+            + f" — try: hybridmem --db {db} search \"HEL-4040\""
+        )
+        if not verdict:
+            raise typer.Exit(1)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
+    """MRR@10 (document level) per question category and mode over the whole demo question set."""
+    cats: dict[str, dict[str, list[float]]] = {}
+    for q in questions:
+        for mode in ("bm25", "vector", "hybrid"):
+            resp = mem.search(q["question"], mode=mode, top_k=10, metadata_filter=q.get("metadata_filter") or {})
+            ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
+            rr = next((1.0 / i for i, d in enumerate(ranked, 1) if d in q["gold"]), 0.0)
+            cats.setdefault(q["category"], {}).setdefault(mode, []).append(rr)
+    t = Table(title="MRR@10 by question category (document level)", title_justify="left")
+    t.add_column("category")
+    t.add_column("n", justify="right")
+    for mode in ("bm25", "vector", "hybrid"):
+        t.add_column(mode, justify="right")
+    allm: dict[str, list[float]] = {}
+    for cat in sorted(cats):
+        row = cats[cat]
+        t.add_row(cat, str(len(row["bm25"])), *(f"{sum(row[m]) / len(row[m]):.3f}" for m in ("bm25", "vector", "hybrid")))
+        for m in row:
+            allm.setdefault(m, []).extend(row[m])
+    t.add_row("all", str(len(allm["bm25"])), *(f"{sum(allm[m]) / len(allm[m]):.3f}" for m in ("bm25", "vector", "hybrid")))
+    out.print(t)
+
+
+def main() -> None:
+    try:
+        app()
+    except HybridMemError as e:  # pragma: no cover - commands map their own errors
+        err.print(f"error: {e}")
+        sys.exit(e.exit_code)
+
+
+if __name__ == "__main__":
+    main()
