@@ -343,6 +343,9 @@ class Memory:
                 idx.version = -1  # another writer got in between: reload on next query
                 continue
             ids, vecs = self.store.vectors_for(added) if added else (np.zeros(0, np.int64), None)
+            if vecs is not None and len(ids) and vecs.shape[1] != idx.dim:
+                idx.version = -1  # loaded empty before the dimension was known: reload on next query
+                continue
             idx.apply(version, ids, vecs if vecs is not None else np.zeros((0, idx.dim), np.float32), removed)
 
     def _index(self, ns: str) -> DenseIndex:

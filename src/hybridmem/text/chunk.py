@@ -138,6 +138,8 @@ def chunk_text(text: str, size: int | None = 1200, overlap: int = 150) -> list[s
             pending.append(blk)
             continue
         room = max(size - overlap - len(crumb()) - 4, size // 2)  # leave space for overlap and context
+        if blk.kind == "code":  # a fenced block that fits in a chunk is never cut: it starts a chunk instead
+            room = max(room, size - len(crumb()) - 4)
         parts = [blk] if len(blk.text) <= room else [Block(p, blk.kind) for p in _split_long(blk.text, room)]
         for part in parts:
             group = pending + [part]
@@ -145,6 +147,8 @@ def chunk_text(text: str, size: int | None = 1200, overlap: int = 150) -> list[s
             if len(cur) > carried and length() + glen > size:
                 emit(keep_overlap=not pending)  # a new section starts clean
                 context = "" if pending else crumb()
+            if part.kind == "code" and carried and len(cur) == carried and length() + glen > size:
+                cur, carried = [], 0  # no room left for the overlap in front of the code block
             if not cur and not pending:
                 context = crumb()
             cur.extend(group)
