@@ -55,7 +55,7 @@ def ndcg_at(ranked: list[str], rel: dict[str, int], k: int = 10) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-def evaluate(name: str, embedder_spec: str, split: str) -> dict:
+def evaluate(name: str, embedder_spec: str, split: str, modes: list[str]) -> dict:
     corpus, queries, qrels = load(name, split)
     emb = CachedEmbedder(create_embedder(embedder_spec), CACHE)
     tmp = tempfile.mkdtemp(prefix=f"beir-{name}-")
@@ -67,11 +67,13 @@ def evaluate(name: str, embedder_spec: str, split: str) -> dict:
         docs.append({"id": d["_id"], "text": f"{title}\n\n{d['text']}" if title else d["text"]})
     mem.add_documents(docs, batch_size=512)
     t_index = time.perf_counter() - t0
-    mem.wait_for_vectors()
+    if any(m != "bm25" for m in modes):
+        mem.wait_for_vectors()
     t_embed = time.perf_counter() - t0 - t_index
     out = {"set": name, "split": split, "embedder": emb.name, "docs": len(corpus), "queries": len(qrels),
            "index_s": round(t_index, 1), "embed_s": round(t_embed, 1), "modes": {}}
-    for label, params in MODES.items():
+    for label in modes:
+        params = MODES[label]
         nd, rec, mrr, lat = [], [], [], []
         for qid, rel in qrels.items():
             s = time.perf_counter()
@@ -100,14 +102,17 @@ def main() -> None:
     ap.add_argument("sets", nargs="+")
     ap.add_argument("--embedder", default="e5")
     ap.add_argument("--split", default="test")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {', '.join(MODES)}")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "beir.json"))
     a = ap.parse_args()
-    results = [evaluate(s, a.embedder, a.split) for s in a.sets]
+    results = [evaluate(s, a.embedder, a.split, a.modes.split(",")) for s in a.sets]
     path = Path(a.out)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(path.read_text()) if path.exists() else {}
     for r in results:
-        old[f"{r['set']}/{r['split']}/{r['embedder']}"] = r
+        key = f"{r['set']}/{r['split']}/{r['embedder']}"
+        old.setdefault(key, {**r, "modes": {}})
+        old[key] = {**old[key], **{k: v for k, v in r.items() if k != "modes"}, "modes": {**old[key]["modes"], **r["modes"]}}
     path.write_text(json.dumps(old, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {path}")
 
