@@ -1,0 +1,271 @@
+"""Markdown-aware chunking and the file loaders (through Memory.ingest_path)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridmem import NotFoundError
+from hybridmem.text.chunk import _SENTENCE, chunk_text
+from hybridmem.text.loaders import html_to_text, load_path
+
+
+def prose(word: str, n: int) -> str:
+    return " ".join(f"The {word} sentence number {i} is here." for i in range(n))
+
+
+CODE = "```python\n" + "\n".join(f"x_{i} = compute({i})  # step {i}" for i in range(12)) + "\n```"
+DOC = "\n\n".join([
+    "# Guide", prose("alpha", 10),
+    "## Code", CODE, prose("beta", 10),
+    "## End", prose("gamma", 12),
+])
+
+
+# ---------------------------------------------------------------- chunking
+@pytest.mark.parametrize("size", [360, 400, 600, 1200])
+def test_code_block_kept_whole(size):
+    assert len(CODE) < size
+    chunks = chunk_text(DOC, size, 150)
+    assert len(chunks) > 1
+    assert sum(CODE in c for c in chunks) == 1, chunks
+    # no chunk holds a piece of the code block without all of it
+    for c in chunks:
+        if "compute(" in c:
+            assert CODE in c
+
+
+def test_code_block_right_after_prose_kept_whole():
+    text = "\n\n".join(["# Title", prose("alpha", 10), CODE, prose("beta", 10)])
+    for size in (360, 400, 500):
+        chunks = chunk_text(text, size, 150)
+        assert sum(CODE in c for c in chunks) == 1
+        assert max(map(len, chunks)) <= size
+
+
+def test_oversized_code_block_is_split_not_lost():
+    big = "```\n" + "\n".join(f"line {i} of a very long listing" for i in range(80)) + "\n```"
+    chunks = chunk_text("Intro.\n\n" + big, 400, 100)
+    assert len(chunks) > 2
+    joined = " ".join(chunks)
+    for i in range(80):
+        assert f"line {i} of" in joined
+
+
+def _last_line(chunk: str) -> str:
+    return chunk.rstrip().split("\n")[-1]
+
+
+def test_headings_never_end_a_chunk():
+    for size in (200, 300, 400, 600):
+        for c in chunk_text(DOC, size, 100):
+            assert not _last_line(c).startswith("#"), c
+
+
+def test_heading_context_carried():
+    chunks = chunk_text(DOC, 400, 100)
+    gamma = [c for c in chunks if "gamma" in c]
+    assert len(gamma) >= 2
+    # a chunk starting inside a section is prefixed with the heading path
+    assert gamma[0].startswith("## End")
+    assert all(c.startswith("## End") or c.startswith("Guide › End") for c in gamma)
+
+
+@pytest.mark.parametrize("size, overlap", [(200, 50), (400, 100), (800, 150), (1200, 150)])
+def test_chunk_size_bounded(size, overlap):
+    text = "\n\n".join(prose(w, 7) for w in ("alpha", "bravo", "charlie", "delta", "echo", "fox", "golf", "hotel"))
+    chunks = chunk_text(text, size, overlap)
+    assert len(chunks) >= len(text) // size
+    assert max(map(len, chunks)) <= size + 8
+    # nothing lost: every sentence is in some chunk
+    for s in _SENTENCE.split(text):
+        assert any(s in c for c in chunks), s
+
+
+def test_overlap_between_prose_chunks():
+    text = "\n\n".join(prose(w, 10) for w in ("alpha", "bravo", "charlie", "delta", "echo", "fox"))
+    chunks = chunk_text(text, 600, 100)
+    assert len(chunks) >= 4
+    for a, b in zip(chunks, chunks[1:]):
+        sents = [s for s in _SENTENCE.split(a) if s.strip()]
+        # the next chunk repeats the previous one's last whole sentences, up to the overlap
+        assert b.startswith(sents[-2] + " " + sents[-1]), (a, b)
+        assert sents[-3] not in b
+    no_overlap = chunk_text(text, 600, 0)
+    assert len(no_overlap) >= 4
+    for a, b in zip(no_overlap, no_overlap[1:]):
+        assert not set(_SENTENCE.split(a)) & set(_SENTENCE.split(b))
+
+
+def test_size_none_keeps_one_chunk():
+    assert chunk_text(DOC, None) == [DOC.strip()]
+    assert chunk_text(DOC, 0) == [DOC.strip()]
+    assert chunk_text("short text", 1200) == ["short text"]
+    assert chunk_text("   \n ", 100) == []
+    big = prose("x", 2000)
+    assert chunk_text(big, None) == [big]
+
+
+def test_crlf_and_tilde_fences():
+    code = "~~~\nkeep\n\nthis blank line\n~~~"
+    text = ("Intro paragraph.\r\n\r\n" + code.replace("\n", "\r\n") + "\r\n\r\n" + prose("after", 12))
+    chunks = chunk_text(text, 300, 50)
+    assert sum(code in c for c in chunks) == 1
+
+
+# generated markdown: sections of a short heading and prose / code blocks
+_word = st.text(alphabet="abcdefghijklmnop", min_size=1, max_size=12)
+_sentence = st.lists(_word, min_size=1, max_size=25).map(lambda ws: " ".join(ws).capitalize() + ".")
+_para = st.lists(_sentence, min_size=1, max_size=12).map(" ".join)
+_heading = st.tuples(st.integers(1, 3), st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=8),
+                                                 min_size=1, max_size=3)).map(lambda t: "#" * t[0] + " " + " ".join(t[1]))
+_code = st.lists(st.lists(_word, min_size=1, max_size=8).map(" ".join), min_size=1, max_size=15).map(
+    lambda ls: "```\n" + "\n".join(ls) + "\n```")
+_section = st.tuples(_heading, st.lists(st.one_of(_para, _para, _code), min_size=1, max_size=4))
+_doc = st.lists(_section, min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_doc, st.sampled_from([300, 500, 800, 1200]), st.sampled_from([0, 50, 150]))
+def test_chunking_properties(sections, size, overlap):
+    text = "\n\n".join("\n\n".join([h, *blocks]) for h, blocks in sections)
+    chunks = chunk_text(text, size, overlap)
+    assert chunks
+    for c in chunks:
+        assert c.strip() == c and c
+        assert len(c) <= size + 16
+        assert not _last_line(c).startswith("#")
+    # a code block that fits next to its heading path is never cut
+    for _, blocks in sections:
+        for b in blocks:
+            if b.startswith("```") and len(b) + 40 <= size:
+                assert any(b in c for c in chunks), b
+    # every word of the text survives chunking
+    words = set(re.findall(r"[a-p]+", text))
+    assert words <= set(re.findall(r"[a-p]+", " ".join(chunks)))
+
+
+# ---------------------------------------------------------------- loaders
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    kb = tmp_path / "kb"
+    (kb / "sub").mkdir(parents=True)
+    (kb / ".hidden").mkdir()
+    (kb / "a.md").write_text("# Runbook\n\nRestart the walrus service.\n", encoding="utf-8")
+    (kb / "b.txt").write_text("Plain text about otters.", encoding="utf-8")
+    (kb / "c.rst").write_text("Title\n=====\n\nRST text about badgers.", encoding="utf-8")
+    (kb / "d.html").write_text(
+        "<html><head><title>Page T</title><style>.x{color:red}</style><script>var zzzscript=1</script></head>"
+        "<body><h2>Ferret section</h2><p>HTML about ferrets &amp; stoats.</p></body></html>", encoding="utf-8")
+    (kb / "e.json").write_text(json.dumps([
+        {"id": "rec-1", "title": "Lynx", "text": "JSON record about lynx.", "service": "billing",
+         "metadata": {"env": "prod"}},
+        {"text": "second record about hares", "severity": 2},
+    ]), encoding="utf-8")
+    (kb / "sub" / "f.jsonl").write_text(
+        json.dumps({"_id": "j1", "text": "JSONL about minks", "source": "tickets/42"}) + "\n\n"
+        + json.dumps({"doc_id": "j2", "text": "JSONL about voles", "team": "sre"}) + "\n", encoding="utf-8")
+    (kb / "bin.txt").write_bytes(b"\x00\x01\x02 binary about otters")
+    (kb / "bad.md").write_bytes(b"caf\xe9 in latin-1, about otters")
+    (kb / "img.png").write_bytes(b"\x89PNG\r\n")
+    (kb / ".hidden" / "x.md").write_text("hidden file about otters", encoding="utf-8")
+    return kb
+
+
+def test_ingest_directory(mem, kb):
+    rep = mem.ingest_path(kb)
+    skipped = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
+    assert set(skipped) == {"bin.txt", "bad.md"}
+    assert "binary" in skipped["bin.txt"] and "bin.txt" in skipped["bin.txt"]
+    assert "UTF-8" in skipped["bad.md"] and "bad.md" in skipped["bad.md"]
+    assert len(rep.added) == 8 and rep.updated == [] and rep.unchanged == []
+    assert {"kb/a", "kb/b", "kb/c", "kb/d", "rec-1", "j1", "j2"} <= set(rep.added)
+
+    def top(q: str):
+        res = mem.search(q, mode="bm25").results
+        assert res, q
+        return res[0]
+
+    assert top("walrus").doc_id == "kb/a" and top("walrus").source.endswith("kb/a.md")
+    assert top("otters").doc_id == "kb/b"  # the binary, invalid and hidden files were not ingested
+    assert len(mem.search("otters", mode="bm25").results) == 1
+    assert top("badgers").doc_id == "kb/c"
+    # HTML: visible text only, headings kept as markdown
+    d = mem.get("kb/d")
+    assert "ferrets & stoats" in d["chunks"][0]["text"] and "## Ferret section" in d["chunks"][0]["text"]
+    assert mem.search("zzzscript", mode="bm25").results == []
+    # JSON records: text (+ title), id, metadata from `metadata` and from other fields
+    rec = top("lynx")
+    assert rec.doc_id == "rec-1" and rec.chunk_id == "rec-1_p1"
+    assert rec.text == "Lynx\n\nJSON record about lynx."
+    assert rec.metadata == {"env": "prod", "service": "billing"}
+    hares = top("hares")
+    assert hares.doc_id.startswith("mem-") and hares.metadata == {"severity": 2}
+    assert top("minks").doc_id == "j1" and top("minks").source == "tickets/42"
+    voles = top("voles")
+    assert voles.doc_id == "j2" and voles.metadata == {"team": "sre"} and voles.source.endswith("f.jsonl")
+    # metadata fields are filterable at once
+    assert [r.doc_id for r in mem.search("about", mode="bm25", metadata_filter={"service": "billing"}).results] == ["rec-1"]
+    assert mem.stats().metadata_keys == ["env", "service", "severity", "team"]
+
+
+def test_reingest_is_stable(mem, kb):
+    first = mem.ingest_path(kb)
+    chunk_ids = {d: [c["chunk_id"] for c in mem.get(d)["chunks"]] for d in first.added}
+    again = mem.ingest_path(kb)
+    assert sorted(again.unchanged) == sorted(first.added) and again.added == [] and again.chunks_written == 0
+    for d, ids in chunk_ids.items():
+        assert ids == [f"{d}_p{i}" for i in range(1, len(ids) + 1)]
+        assert [c["chunk_id"] for c in mem.get(d)["chunks"]] == ids
+    # editing one file updates that document only
+    (kb / "a.md").write_text("# Runbook\n\nRestart the narwhal service.\n", encoding="utf-8")
+    third = mem.ingest_path(kb)
+    assert third.updated == ["kb/a"] and len(third.unchanged) == len(first.added) - 1
+    assert mem.search("walrus", mode="bm25").results == []
+    assert mem.search("narwhal", mode="bm25").results[0].chunk_id == "kb/a_p1"
+
+
+def test_multi_chunk_ids(mem, tmp_path):
+    f = tmp_path / "long.md"
+    f.write_text("\n\n".join(prose(w, 10) for w in ("one", "two", "three", "four", "five", "six")), encoding="utf-8")
+    rep = mem.ingest_path(f, doc_id="manual")
+    assert rep.added == ["manual"] and rep.chunks_written >= 3
+    ids = [c["chunk_id"] for c in mem.get("manual")["chunks"]]
+    assert ids == [f"manual_p{i}" for i in range(1, rep.chunks_written + 1)]
+
+
+def test_single_file_and_metadata(mem, kb):
+    rep = mem.ingest_path(kb / "b.txt", metadata={"origin": "upload"})
+    assert rep.added == ["b"] and rep.skipped == []
+    assert mem.get("b")["metadata"] == {"origin": "upload"}
+
+
+def test_missing_path(mem, tmp_path):
+    with pytest.raises(NotFoundError, match="nope"):
+        mem.ingest_path(tmp_path / "nope")
+    with pytest.raises(NotFoundError):
+        load_path(tmp_path / "nope.md")
+
+
+def test_bad_json_skipped_with_reason(mem, tmp_path):
+    (tmp_path / "ok.md").write_text("fine document about moles", encoding="utf-8")
+    (tmp_path / "broken.json").write_text("[{\"text\": ", encoding="utf-8")
+    (tmp_path / "notext.jsonl").write_text(json.dumps({"body": "no text field"}) + "\n", encoding="utf-8")
+    rep = mem.ingest_path(tmp_path)
+    reasons = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
+    assert set(reasons) == {"broken.json", "notext.jsonl"}
+    assert "invalid JSON" in reasons["broken.json"] and "'text'" in reasons["notext.jsonl"]
+    assert len(rep.added) == 1 and mem.search("moles", mode="bm25").results
+
+
+def test_html_to_text():
+    out = html_to_text("<html><head><title>My Page</title></head><body><p>Hello <b>world</b></p>"
+                       "<script>alert(1)</script><ul><li>a</li><li>b</li></ul></body></html>")
+    assert out.startswith("# My Page")
+    assert "Hello world" in out and "alert" not in out
+    assert "- a" in out and "- b" in out
