@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from hybridmem import Memory
+
 from hybridmem import (
     EmbedderMismatchError,
     FilterError,
@@ -604,7 +606,7 @@ def test_bm25_leg_failure_is_isolated(envs, monkeypatch):
     def boom(*a, **k):
         raise StoreError("fts table corrupt")
 
-    monkeypatch.setattr(envs.store, "bm25", boom)
+    monkeypatch.setattr(envs.searcher, "sparse_search", boom)
     resp = envs.search("connection pool exhausted", top_k=5)
     assert resp.legs["bm25"].status == "error" and "corrupt" in resp.legs["bm25"].error
     assert resp.legs["dense"].status == "ok" and len(resp.results) == 5
@@ -627,3 +629,39 @@ def test_slow_leg_times_out(tmp_path):
         resp = m.search("tapir")
         assert time.perf_counter() - t0 < 1.5  # did not wait for the slow leg
         assert resp.legs["dense"].status == "timeout" and ids(resp) == ["t"]
+
+
+def test_in_memory_bm25_equals_fts5_through_writes(mem):
+    """The in-memory BM25 index gives FTS5's bm25() scores and order, and follows adds, updates and
+    deletes made through the memory (incremental apply) and by another handle (reload)."""
+    from hybridmem.text.tokenize import query_tokens
+
+    words = "pool timeout connection cache purge worker scheduler kafka redis billing latency retry".split()
+    for i in range(80):
+        text = " ".join(words[(i * j) % len(words)] for j in range(1, 4 + i % 9)) + f" HEL-{1000 + i}"
+        mem.add(text, id=f"d{i}", metadata={"env": "production" if i % 2 else "staging"})
+
+    def check(q: str, flt: dict | None = None) -> None:
+        resp = mem.search(q, mode="bm25", top_k=15, fetch_k=15, metadata_filter=flt or {})
+        from hybridmem.retrieve.filters import parse_filter
+
+        ref = mem.store.bm25(mem.namespace, query_tokens(q), parse_filter(flt or {}), 15)
+        ours = [(r.chunk_id, r.scores["bm25"]) for r in resp.results]
+        rows = mem.store.fetch([r for r, _ in ref])
+        theirs = [(rows[r].chunk_id, s) for r, s in ref]
+        assert [c for c, _ in ours] == [c for c, _ in theirs] or sorted(round(s, 3) for _, s in ours) == sorted(
+            round(s, 3) for _, s in theirs
+        )  # equal scores may tie in another order
+        for (_, a), (_, b) in zip(sorted(ours, key=lambda x: -x[1]), sorted(theirs, key=lambda x: -x[1])):
+            assert a == pytest.approx(b, rel=1e-3, abs=1e-3)
+
+    check("pool timeout retry")
+    check("kafka latency", {"env": "production"})
+    mem.update("d3", "completely new words about kafka kafka kafka")
+    mem.delete(["d5", "d7_p1"])
+    check("kafka latency retry")
+    other = Memory(mem.path, embedder="hash", auto_embed=False)  # a second writer
+    other.add("kafka retry storm on billing", id="fresh")
+    other.close()
+    check("kafka retry billing")
+    assert mem.search("storm", mode="bm25").results[0].doc_id == "fresh"

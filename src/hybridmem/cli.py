@@ -100,6 +100,18 @@ def _parse_meta(items: list[str]) -> dict[str, Any]:
     return meta
 
 
+def _json_object(raw: str, field: str) -> dict[str, Any]:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValidationError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", field=field) from None
+    except RecursionError:
+        raise ValidationError("JSON nested too deeply", field=field) from None
+    if not isinstance(data, dict):
+        raise ValidationError(f"expected a JSON object, got {type(data).__name__}", field=field)
+    return data
+
+
 def _embed_with_progress(mem: Memory) -> None:
     pending = mem.store.pending_count()
     if not pending:
@@ -213,26 +225,20 @@ def search(
     try:
         data: dict[str, Any] = {}
         if request is not None:
-            raw = sys.stdin.read() if str(request) == "-" else request.read_text(encoding="utf-8")
-            try:
-                data = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise ValidationError(f"not valid JSON: {e.msg} at line {e.lineno}", field="--request") from None
-            if not isinstance(data, dict):
-                raise ValidationError("the request must be a JSON object", field="--request")
+            if str(request) == "-":
+                raw = sys.stdin.read()
+            elif not request.is_file():
+                raise NotFoundError(f"--request: no such file: {request}")
+            else:
+                raw = request.read_text(encoding="utf-8", errors="replace")
+            data = _json_object(raw, "--request")
         if text is not None:
             data["search_text"] = text
         if "search_text" not in data:
             raise ValidationError("give the text to search for, or --request FILE", field="search_text")
         flt: dict[str, Any] = dict(data.get("metadata_filter") or {})
         if filter_json:
-            try:
-                extra = json.loads(filter_json)
-            except json.JSONDecodeError as e:
-                raise ValidationError(f"not valid JSON: {e.msg}", field="--filter-json") from None
-            if not isinstance(extra, dict):
-                raise ValidationError("expected a JSON object", field="--filter-json")
-            flt.update(extra)
+            flt.update(_json_object(filter_json, "--filter-json"))
         flt.update(_parse_meta(filters) if filters else {})
         data["metadata_filter"] = flt
         for key, val in (("top_k", top_k), ("mode", mode), ("fetch_k", fetch_k)):

@@ -25,7 +25,8 @@ from .embed.base import Embedder, create_embedder
 from .errors import EmbedderError, EmbedderMismatchError, NotFoundError, StoreError, ValidationError
 from .models import Document, IngestReport, QueryRequest, QueryResponse, Stats
 from .retrieve.dense import DenseIndex
-from .retrieve.filters import MAX_KEY_LEN
+from .retrieve.filters import MAX_KEY_LEN, Filter
+from .retrieve.sparse import SparseIndex
 from .retrieve.search import Searcher
 from .store.base import PreparedDocument, WriteResult
 from .store.sqlite import SCHEMA_VERSION, SQLiteStore
@@ -133,6 +134,8 @@ class Memory:
             raise EmbedderMismatchError(stored, self.store.embedder_info()[1] or 0, self.embedder_name, 0)
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
         self._indexes: dict[str, DenseIndex] = {}
+        self._sparse: dict[str, SparseIndex] = {}
+        self._allowed_cache: OrderedDict[tuple[str, Filter, int], np.ndarray] = OrderedDict()
         self._index_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._embed_lock = threading.Lock()
@@ -145,6 +148,8 @@ class Memory:
             store=self.store,
             executor=self._executor,
             dense_search=self._dense_search,
+            sparse_search=self._sparse_search,
+            allowed_for=self._allowed,
             pending_count=self.store.pending_count,
             leg_timeout=leg_timeout,
         )
@@ -334,7 +339,15 @@ class Memory:
 
     # ------------------------------------------------------------------ dense side
     def _apply(self, res: WriteResult) -> None:
-        """Bring in-memory dense indexes up to date with a committed write (or mark them stale)."""
+        """Bring in-memory indexes up to date with a committed write (or mark them stale)."""
+        for ns, version, added, removed in res.chunk_changes:
+            sp = self._sparse.get(ns)
+            if sp is None:
+                continue
+            if sp.version != version - 1:
+                sp.version = -1
+                continue
+            sp.apply(version, self.store.tokens_for(ns, added) if added else [], removed)
         for ns, version, added, removed in res.vec_changes:
             idx = self._indexes.get(ns)
             if idx is None:
@@ -363,6 +376,39 @@ class Memory:
                 idx.load(v, rowids, matrix)
                 self._indexes[ns] = idx
         return idx
+
+    def _sparse_index(self, ns: str) -> SparseIndex:
+        version = self.store.chunk_version(ns)
+        sp = self._sparse.get(ns)
+        if sp is not None and sp.version == version:
+            return sp
+        with self._index_lock:
+            sp = self._sparse.get(ns)
+            if sp is None or sp.version != version:
+                sp = sp or SparseIndex()
+                v, rows = self.store.load_tokens(ns)
+                sp.load(v, rows)
+                self._sparse[ns] = sp
+        return sp
+
+    def _sparse_search(self, ns: str, terms: list[str], allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+        if not terms:
+            return []
+        return self._sparse_index(ns).search(terms, k, allowed)
+
+    def _allowed(self, ns: str, flt: Filter) -> np.ndarray:
+        """Rowids a filter allows, cached per (namespace, filter, chunk version): agents repeat filters."""
+        key = (ns, flt, self.store.chunk_version(ns))
+        hit = self._allowed_cache.get(key)
+        if hit is not None:
+            self._allowed_cache.move_to_end(key)
+            return hit
+        rows = self.store.filter_rowids(ns, flt)
+        rows.sort()
+        self._allowed_cache[key] = rows
+        if len(self._allowed_cache) > 64:
+            self._allowed_cache.popitem(last=False)
+        return rows
 
     def _query_vector(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)

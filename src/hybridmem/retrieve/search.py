@@ -29,6 +29,10 @@ class Searcher:
     executor: Executor
     #: (namespace, query text, filter allowed rowids or None, k) -> hits; raises if unavailable
     dense_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]]
+    #: (namespace, query terms, filter allowed rowids or None, k) -> BM25 hits
+    sparse_search: Callable[[str, list[str], np.ndarray | None, int], list[LegHit]]
+    #: (namespace, parsed filter) -> rowids the filter allows (computed once per query, shared by legs)
+    allowed_for: Callable[[str, Filter], np.ndarray]
     pending_count: Callable[[str], int]
     leg_timeout: float = 30.0
 
@@ -43,32 +47,24 @@ class Searcher:
             )
         return flt
 
-    def _bm25_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
-        return self.store.bm25(namespace, query_tokens(text), flt, k)
-
-    def _exact_leg(self, namespace: str, idents: list[str], flt: Filter | None, k: int) -> list[LegHit]:
-        # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
-        return self.store.bm25(namespace, idents, flt, k)
-
-    def _dense_leg(self, namespace: str, text: str, flt: Filter | None, k: int) -> list[LegHit]:
-        allowed = self.store.filter_rowids(namespace, flt) if flt is not None else None
-        if allowed is not None and len(allowed) == 0:
-            return []
-        return self.dense_search(namespace, text, allowed, k)
-
     def search(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None) -> QueryResponse:
         t0 = time.perf_counter()
         flt = self.validate_filter(namespace, req.metadata_filter)
         k = fetch_k or req.effective_fetch_k()
         hp = req.hybrid_params
+        # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
+        allowed = self.allowed_for(namespace, flt) if flt is not None else None
+        empty = allowed is not None and len(allowed) == 0
         legs: dict[str, Callable[[], list[LegHit]]] = {}
         if req.mode in ("bm25", "hybrid"):
-            legs["bm25"] = lambda: self._bm25_leg(namespace, req.search_text, flt, k)
+            terms = query_tokens(req.search_text)
+            legs["bm25"] = lambda: [] if empty else self.sparse_search(namespace, terms, allowed, k)
         if req.mode in ("vector", "hybrid"):
-            legs["dense"] = lambda: self._dense_leg(namespace, req.search_text, flt, k)
+            legs["dense"] = lambda: [] if empty else self.dense_search(namespace, req.search_text, allowed, k)
         idents = identifier_tokens(req.search_text) if req.mode == "hybrid" and hp.exact_weight > 0 else []
         if idents:
-            legs["exact"] = lambda: self._exact_leg(namespace, idents, flt, k)
+            # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
+            legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()

@@ -46,6 +46,8 @@ class WriteResult:
     vectors_reused: int = 0
     #: (namespace, vector-version after the write, rowids whose vectors were added / removed)
     vec_changes: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
+    #: (namespace, chunk-version after the write, chunk rowids added / removed)
+    chunk_changes: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
 
 
 class Store(Protocol):

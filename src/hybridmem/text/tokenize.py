@@ -56,6 +56,8 @@ def detect_language(text: str) -> str | None:
         return None
     counts = Counter()
     for w in words:
+        if len(w) < 2:  # elided French articles (l', d') are stopwords, but "T cells" is not French
+            continue
         for lang, stops in BY_LANG.items():
             if w in stops:
                 counts[lang] += 1

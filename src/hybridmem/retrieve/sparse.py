@@ -1,0 +1,148 @@
+"""In-memory BM25 over the store's token stream: the same scores as SQLite FTS5's ``bm25()``,
+computed from compact posting arrays with numpy instead of scoring every matching row in SQL.
+
+    idf(t) = ln((N - n_t + 0.5) / (n_t + 0.5)), floored at 1e-6 as FTS5 does
+    score(d) = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl)),  k1 = 1.2, b = 0.75
+
+(Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond", 2009; FTS5 docs.)
+The FTS5 table stays the durable truth; this index is rebuilt from it and kept in step with writes.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["SparseIndex", "K1", "B"]
+
+K1 = 1.2
+B = 0.75
+_IDF_FLOOR = 1e-6
+
+
+class SparseIndex:
+    def __init__(self) -> None:
+        self.version = -1
+        self._lock = threading.Lock()
+        self._post: dict[str, tuple[array, array]] = {}  # term -> (positions, term frequencies)
+        self._rowids = array("q")
+        self._dl = array("f")
+        self._alive = bytearray()
+        self._pos: dict[int, int] = {}
+        self._total_len = 0.0
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def _add(self, rowid: int, tokens: str) -> None:
+        old = self._pos.get(rowid)
+        if old is not None:
+            self._remove(rowid)
+        p = len(self._rowids)
+        toks = tokens.split()
+        self._rowids.append(rowid)
+        self._dl.append(float(len(toks)))
+        self._alive.append(1)
+        self._pos[rowid] = p
+        self._total_len += len(toks)
+        for term, tf in Counter(toks).items():
+            post = self._post.get(term)
+            if post is None:
+                post = self._post[term] = (array("i"), array("i"))
+            post[0].append(p)
+            post[1].append(tf)
+
+    def _remove(self, rowid: int) -> None:
+        p = self._pos.pop(rowid, None)
+        if p is not None:
+            self._alive[p] = 0
+            self._total_len -= self._dl[p]
+
+    def load(self, version: int, rows: Iterable[tuple[int, str]]) -> None:
+        with self._lock:
+            self.__init__()  # type: ignore[misc]
+            for rowid, tokens in rows:
+                self._add(int(rowid), tokens)
+            self.version = version
+
+    def apply(self, version: int, added: Sequence[tuple[int, str]], removed: Sequence[int]) -> None:
+        with self._lock:
+            for r in removed:
+                self._remove(int(r))
+            for rowid, tokens in added:
+                self._add(int(rowid), tokens)
+            self.version = version
+            dead = len(self._rowids) - len(self._pos)
+            if dead > 1024 and dead > len(self._rowids) // 4:
+                live = [(int(self._rowids[p]), p) for p in range(len(self._rowids)) if self._alive[p]]
+                self._compact(live)
+
+    def _compact(self, live: list[tuple[int, int]]) -> None:
+        remap = np.full(len(self._rowids), -1, np.int64)
+        for new, (_, old) in enumerate(live):
+            remap[old] = new
+        post: dict[str, tuple[array, array]] = {}
+        for term, (ps, tfs) in self._post.items():
+            pa = remap[np.frombuffer(ps, dtype=np.int32)]
+            keep = pa >= 0
+            if keep.any():
+                post[term] = (array("i", pa[keep].astype(np.int32).tobytes()),
+                              array("i", np.frombuffer(tfs, dtype=np.int32)[keep].tobytes()))
+        dl = array("f", [self._dl[old] for _, old in live])
+        self._post = post
+        self._rowids = array("q", [r for r, _ in live])
+        self._dl = dl
+        self._alive = bytearray(b"\x01" * len(live))
+        self._pos = {r: i for i, (r, _) in enumerate(live)}
+
+    def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top-k (rowid, bm25) over chunks holding at least one term; ``allowed`` rowids restrict the
+        candidates (a pre-filter: ranking happens among allowed chunks only)."""
+        with self._lock:
+            n_total = len(self._rowids)
+            n_live = len(self._pos)
+            if not n_live or k <= 0:
+                return []
+            alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].astype(bool)
+            dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
+            rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
+            avgdl = self._total_len / n_live
+            postings = [
+                (np.frombuffer(p[0], dtype=np.int32).copy(), np.frombuffer(p[1], dtype=np.int32).copy())
+                for t in dict.fromkeys(terms)
+                if (p := self._post.get(t)) is not None
+            ]
+            mask = alive
+            if allowed is not None:
+                pos = [self._pos.get(int(r)) for r in allowed]
+                mask = np.zeros(n_total, bool)
+                mask[[p for p in pos if p is not None]] = True
+                mask &= alive
+        scores = np.zeros(n_total, np.float32)
+        hit = np.zeros(n_total, bool)
+        for ps, tfs in postings:
+            live = alive[ps]
+            ps, tf = ps[live], tfs[live].astype(np.float32)
+            n_t = len(ps)
+            if not n_t:
+                continue
+            idf = math.log((n_live - n_t + 0.5) / (n_t + 0.5))
+            idf = idf if idf > 0 else _IDF_FLOOR
+            norm = K1 * (1.0 - B + B * dl[ps] / avgdl)
+            scores[ps] += idf * tf * (K1 + 1.0) / (tf + norm)
+            hit[ps] = True
+        cand = np.flatnonzero(hit & mask)
+        if not len(cand):
+            return []
+        s = scores[cand]
+        if k < len(cand):
+            top = np.argpartition(-s, k - 1)[:k]
+        else:
+            top = np.arange(len(cand))
+        top = top[np.lexsort((rowids[cand[top]], -s[top]))]
+        return [(int(rowids[cand[t]]), float(s[t])) for t in top]
