@@ -140,8 +140,10 @@ class DenseIndex:
                 return []
         if cand is None:
             scores = matrix[:n] @ q
+        elif len(cand) * 8 < n:
+            scores = matrix[cand] @ q  # a selective filter: gather the few allowed rows
         else:
-            scores = matrix[cand] @ q
+            scores = (matrix[:n] @ q)[cand]  # a broad one: one matmul beats copying most of the matrix
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]

@@ -35,6 +35,7 @@ class SparseIndex:
         self._alive = bytearray()
         self._pos: dict[int, int] = {}
         self._total_len = 0.0
+        self._sorted = True  # rowids non-decreasing: SQLite may re-use the rowid of a deleted last row
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -45,6 +46,8 @@ class SparseIndex:
             self._remove(rowid)
         p = len(self._rowids)
         toks = tokens.split()
+        if p and rowid < self._rowids[-1]:
+            self._sorted = False
         self._rowids.append(rowid)
         self._dl.append(float(len(toks)))
         self._alive.append(1)
@@ -79,7 +82,7 @@ class SparseIndex:
             self.version = version
             dead = len(self._rowids) - len(self._pos)
             if dead > 1024 and dead > len(self._rowids) // 4:
-                live = [(int(self._rowids[p]), p) for p in range(len(self._rowids)) if self._alive[p]]
+                live = sorted((int(self._rowids[p]), p) for p in range(len(self._rowids)) if self._alive[p])
                 self._compact(live)
 
     def _compact(self, live: list[tuple[int, int]]) -> None:
@@ -99,6 +102,7 @@ class SparseIndex:
         self._dl = dl
         self._alive = bytearray(b"\x01" * len(live))
         self._pos = {r: i for i, (r, _) in enumerate(live)}
+        self._sorted = True
 
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top-k (rowid, bm25) over chunks holding at least one term; ``allowed`` rowids restrict the
@@ -119,9 +123,18 @@ class SparseIndex:
             ]
             mask = alive
             if allowed is not None:
-                pos = [self._pos.get(int(r)) for r in allowed]
-                mask = np.zeros(n_total, bool)
-                mask[[p for p in pos if p is not None]] = True
+                # rowids are appended in increasing order (a re-used rowid repeats: its last entry is
+                # the live one), so positions come from a vectorised binary search
+                want = np.asarray(allowed, dtype=np.int64)
+                if self._sorted:
+                    pos = np.searchsorted(rowids, want, side="right") - 1
+                    ok = pos >= 0
+                    pos, want = pos[ok], want[ok]
+                    pos = pos[rowids[pos] == want]
+                    mask = np.zeros(n_total, bool)
+                    mask[pos] = True
+                else:
+                    mask = np.isin(rowids, want)
                 mask &= alive
         scores = np.zeros(n_total, np.float32)
         hit = np.zeros(n_total, bool)
