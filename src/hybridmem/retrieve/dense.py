@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 class DenseIndex:
-    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128) -> None:
+    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 512) -> None:
         self.dim = dim
         self.exact_threshold = exact_threshold
         self.ef = ef
@@ -29,8 +29,10 @@ class DenseIndex:
         self._n = 0
         self._alive = np.zeros(0, bool)
         self._pos: dict[int, int] = {}
-        self._hnsw = None  # usearch.index.Index, built lazily
+        self._hnsw = None  # usearch.index.Index, built lazily in a background thread
         self._hnsw_failed = False
+        self._building = False
+        self._generation = 0  # bumped when positions change (load, compaction)
 
     def __len__(self) -> int:
         return int(self._alive[: self._n].sum())
@@ -45,6 +47,8 @@ class DenseIndex:
             self._alive = np.ones(n, bool)
             self._pos = {int(r): i for i, r in enumerate(self._rowids)}
             self._hnsw = None
+            self._building = False
+            self._generation += 1
             self.version = version
 
     def apply(self, version: int, add_ids: np.ndarray, add_vecs: np.ndarray, remove_ids: list[int]) -> None:
@@ -90,6 +94,7 @@ class DenseIndex:
                 self._compact()
 
     def _compact(self) -> None:
+        self._generation += 1
         keep = np.flatnonzero(self._alive[: self._n])
         self._rowids = self._rowids[keep].copy()
         self._matrix = self._matrix[keep].copy()
@@ -97,25 +102,56 @@ class DenseIndex:
         self._alive = np.ones(self._n, bool)
         self._pos = {int(r): i for i, r in enumerate(self._rowids)}
 
-    def _ensure_hnsw(self) -> object | None:
-        if self._hnsw is not None or self._hnsw_failed:
-            return self._hnsw
+    def _start_hnsw_build(self) -> None:
+        """Build the HNSW graph in the background; queries are answered exactly until it is ready
+        (a 100k build takes minutes on 2 cores: no query may wait for it)."""
+        if self._building or self._hnsw is not None or self._hnsw_failed:
+            return
+        self._building = True
+        n0 = self._n
+        rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix[:n0], self._alive[:n0].copy()
+        threading.Thread(target=self._build_hnsw, args=(self._generation, n0, rowids, matrix, alive), daemon=True,
+                         name="hybridmem-hnsw").start()
+
+    def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray) -> None:
         try:
             from usearch.index import Index
-        except ImportError:  # pragma: no cover
-            self._hnsw_failed = True
-            return None
-        idx = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128,
-                    expansion_search=self.ef)
-        live = np.flatnonzero(self._alive[: self._n])
-        if len(live):
-            idx.add(self._rowids[live].astype(np.uint64), self._matrix[live], threads=2)
-        self._hnsw = idx
-        return idx
+
+            idx = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128,
+                        expansion_search=self.ef)
+            live = np.flatnonzero(alive)
+            if len(live):
+                idx.add(rowids[live].astype(np.uint64), np.ascontiguousarray(matrix[live]), threads=2)
+        except Exception as e:  # pragma: no cover - exact search keeps answering
+            log.warning("HNSW build failed, staying exact: %s", e)
+            with self._lock:
+                self._hnsw_failed, self._building = True, False
+            return
+        with self._lock:
+            if gen != self._generation:  # reloaded or compacted meanwhile: positions moved, start over
+                self._building = False
+                return
+            # catch up with what changed during the build
+            for p in range(n0):
+                if alive[p] and not self._alive[p]:
+                    try:
+                        idx.remove(int(rowids[p]))
+                    except Exception:  # pragma: no cover
+                        pass
+            new = np.flatnonzero(self._alive[n0 : self._n]) + n0
+            if len(new):
+                idx.add(self._rowids[new].astype(np.uint64), np.ascontiguousarray(self._matrix[new]))
+            self._hnsw, self._building = idx, False
+
+    @property
+    def hnsw_ready(self) -> bool:
+        return self._hnsw is not None
 
     @property
     def kind(self) -> str:
-        return "hnsw" if len(self._pos) >= self.exact_threshold else "exact"
+        if len(self._pos) < self.exact_threshold:
+            return "exact"
+        return "hnsw" if self._hnsw is not None else ("exact (hnsw building)" if self._building else "hnsw (not built)")
 
     # ---------------------------------------------------------------- search
     def search(self, q: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
@@ -126,7 +162,9 @@ class DenseIndex:
         with self._lock:
             n, rowids, matrix, alive = self._n, self._rowids, self._matrix, self._alive
             use_hnsw = allowed is None and len(self._pos) >= self.exact_threshold
-            hnsw = self._ensure_hnsw() if use_hnsw else None
+            if use_hnsw and self._hnsw is None:
+                self._start_hnsw_build()
+            hnsw = self._hnsw if use_hnsw else None
         if n == 0 or k <= 0:
             return []
         if hnsw is not None:

@@ -1,0 +1,53 @@
+"""The dense index: exact search, deletes, and the HNSW graph built in the background (queries are
+answered exactly until it is ready, then by the graph with high recall on clustered vectors)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from hybridmem.retrieve.dense import DenseIndex
+
+
+def clustered(n: int, dim: int = 64, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(20, dim))
+    x = centers[rng.integers(0, 20, n)] + 0.3 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_exact_search_filters_and_deletes() -> None:
+    v = clustered(500)
+    idx = DenseIndex(64, exact_threshold=10**9)
+    idx.load(1, np.arange(1, 501), v)
+    top = idx.search(v[10], 5)
+    assert top[0][0] == 11 and abs(top[0][1] - 1.0) < 1e-5
+    assert [s for _, s in top] == sorted((s for _, s in top), reverse=True)
+    allowed = np.array([3, 4, 5])
+    assert {r for r, _ in idx.search(v[10], 5, allowed)} == {3, 4, 5}
+    idx.apply(2, np.zeros(0, np.int64), np.zeros((0, 64), np.float32), [11])
+    assert 11 not in {r for r, _ in idx.search(v[10], 5)}
+
+
+def test_hnsw_builds_in_background_and_keeps_up_with_writes() -> None:
+    v = clustered(3000)
+    exact = DenseIndex(64, exact_threshold=10**9)
+    exact.load(1, np.arange(1, 3001), v)
+    idx = DenseIndex(64, exact_threshold=0)
+    idx.load(1, np.arange(1, 3001), v)
+    first = idx.search(v[0], 10)  # starts the build; answered exactly, never blocked
+    assert first == exact.search(v[0], 10)
+    deadline = time.monotonic() + 60
+    while idx._building and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert idx.hnsw_ready and idx.kind == "hnsw"
+    recall = np.mean(
+        [len({r for r, _ in idx.search(q, 10)} & {r for r, _ in exact.search(q, 10)}) / 10 for q in v[:100]]
+    )
+    assert recall >= 0.95
+    # writes after the build reach the graph: a new vector is found, a removed one is not
+    new = clustered(1, seed=7)
+    idx.apply(2, np.array([5000]), new, [1])
+    assert idx.search(new[0], 1)[0][0] == 5000
+    assert 1 not in {r for r, _ in idx.search(v[0], 10)}
