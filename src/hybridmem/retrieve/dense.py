@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 class DenseIndex:
-    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 512) -> None:
+    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128) -> None:
         self.dim = dim
         self.exact_threshold = exact_threshold
         self.ef = ef
