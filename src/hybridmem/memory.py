@@ -361,35 +361,36 @@ class Memory:
                 continue
             idx.apply(version, ids, vecs if vecs is not None else np.zeros((0, idx.dim), np.float32), removed)
 
-    def _index(self, ns: str) -> DenseIndex:
-        version = self.store.vector_version(ns)
-        idx = self._indexes.get(ns)
+    def _synced(self, cache: dict[str, Any], ns: str, version: int, load: Callable[[Any], Any]) -> Any:
+        """The cached index of ``ns`` if it reflects ``version``, else (re)loaded from the store by
+        ``load(old_index_or_None)``; double-checked so concurrent queries load it once."""
+        idx = cache.get(ns)
         if idx is not None and idx.version == version:
             return idx
         with self._index_lock:
-            idx = self._indexes.get(ns)
+            idx = cache.get(ns)
             if idx is None or idx.version != version:
-                v, rowids, matrix = self.store.load_vectors(ns)
-                dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
-                if idx is None or idx.dim != dim:
-                    idx = DenseIndex(dim, exact_threshold=self.exact_threshold)
-                idx.load(v, rowids, matrix)
-                self._indexes[ns] = idx
+                idx = cache[ns] = load(idx)
         return idx
 
+    def _index(self, ns: str) -> DenseIndex:
+        def load(idx: DenseIndex | None) -> DenseIndex:
+            v, rowids, matrix = self.store.load_vectors(ns)
+            dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
+            if idx is None or idx.dim != dim:
+                idx = DenseIndex(dim, exact_threshold=self.exact_threshold)
+            idx.load(v, rowids, matrix)
+            return idx
+
+        return self._synced(self._indexes, ns, self.store.vector_version(ns), load)
+
     def _sparse_index(self, ns: str) -> SparseIndex:
-        version = self.store.chunk_version(ns)
-        sp = self._sparse.get(ns)
-        if sp is not None and sp.version == version:
+        def load(sp: SparseIndex | None) -> SparseIndex:
+            sp = sp or SparseIndex()
+            sp.load(*self.store.load_tokens(ns))
             return sp
-        with self._index_lock:
-            sp = self._sparse.get(ns)
-            if sp is None or sp.version != version:
-                sp = sp or SparseIndex()
-                v, rows = self.store.load_tokens(ns)
-                sp.load(v, rows)
-                self._sparse[ns] = sp
-        return sp
+
+        return self._synced(self._sparse, ns, self.store.chunk_version(ns), load)
 
     def _sparse_search(self, ns: str, terms: list[str], allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
         if not terms:
