@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import FilterError, HybridMemError
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Store
-from ..text.tokenize import identifier_tokens, query_tokens
+from ..text.tokenize import is_identifier, query_tokens
 from .filters import Filter, filter_keys, parse_filter
 from .fusion import rrf
 
@@ -56,12 +56,13 @@ class Searcher:
         allowed = self.allowed_for(namespace, flt) if flt is not None else None
         empty = allowed is not None and len(allowed) == 0
         legs: dict[str, Callable[[], list[LegHit]]] = {}
+        terms = query_tokens(req.search_text) if req.mode in ("bm25", "hybrid") else []
         if req.mode in ("bm25", "hybrid"):
-            terms = query_tokens(req.search_text)
             legs["bm25"] = lambda: [] if empty else self.sparse_search(namespace, terms, allowed, k)
         if req.mode in ("vector", "hybrid"):
             legs["dense"] = lambda: [] if empty else self.dense_search(namespace, req.search_text, allowed, k)
-        idents = identifier_tokens(req.search_text) if req.mode == "hybrid" and hp.exact_weight > 0 else []
+        # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
+        idents = [t for t in terms if is_identifier(t)] if req.mode == "hybrid" and hp.exact_weight > 0 else []
         if idents:
             # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
             legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
