@@ -51,3 +51,39 @@ def test_hnsw_builds_in_background_and_keeps_up_with_writes() -> None:
     idx.apply(2, np.array([5000]), new, [1])
     assert idx.search(new[0], 1)[0][0] == 5000
     assert 1 not in {r for r, _ in idx.search(v[0], 10)}
+
+
+def _built(idx: DenseIndex, probe: np.ndarray) -> None:
+    idx.search(probe, 1)
+    deadline = time.monotonic() + 60
+    while idx._building and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert idx.hnsw_ready
+
+
+def test_filtered_search_uses_the_graph_for_broad_filters_and_stays_a_pre_filter() -> None:
+    v = clustered(3000)
+    ids = np.arange(1, 3001)
+    exact = DenseIndex(64, exact_threshold=10**9)
+    exact.load(1, ids, v)
+    idx = DenseIndex(64, exact_threshold=0)
+    idx.load(1, ids, v)
+    _built(idx, v[0])
+    broad = ids[ids % 2 == 0]  # half the rows: over-fetch from the graph
+    selective = ids[ids % 50 == 0]  # 2%: exact over the allowed rows
+    recall = []
+    for q in v[:60]:
+        got = idx.search(q, 10, broad)
+        assert len(got) == 10 and all(r % 2 == 0 for r, _ in got)
+        recall.append(len({r for r, _ in got} & {r for r, _ in exact.search(q, 10, broad)}) / 10)
+        assert idx.search(q, 10, selective) == exact.search(q, 10, selective)
+    assert np.mean(recall) >= 0.95
+    # a delete invalidates what was cached for the same allowed array, on both paths
+    victim = idx.search(v[1], 1, broad)[0][0]
+    idx.apply(2, np.zeros(0, np.int64), np.zeros((0, 64), np.float32), [victim])
+    assert victim not in {r for r, _ in idx.search(v[1], 10, broad)}
+    sel_victim = idx.search(v[1], 1, selective)[0][0]
+    idx.apply(3, np.zeros(0, np.int64), np.zeros((0, 64), np.float32), [sel_victim])
+    assert sel_victim not in {r for r, _ in idx.search(v[1], 60, selective)}
+    # a filter allowing fewer rows than k returns all of them
+    assert {r for r, _ in idx.search(v[2], 10, np.array([100, 200, 300]))} == {100, 200, 300}

@@ -38,6 +38,7 @@ def test_random_writes_match_brute_force(seed: int) -> None:
     docs: dict[int, list[str]] = {}
     idx = SparseIndex()
     version = 0
+    fixed = np.arange(1, 400, 3)
     for _ in range(400):
         version += 1
         if docs and rnd.random() < 0.35:
@@ -53,8 +54,15 @@ def test_random_writes_match_brute_force(seed: int) -> None:
         if not docs:
             continue
         terms = rnd.sample(VOCAB, rnd.randint(1, 3))
-        allowed = set(rnd.sample(range(1, max(docs) + 5), k=min(len(docs), 10))) if rnd.random() < 0.5 else None
-        got = dict(idx.search(terms, 10_000, None if allowed is None else np.array(sorted(allowed))))
+        roll = rnd.random()
+        if roll < 0.25:  # the same array object across writes: the cached mask must follow them
+            allowed, arr = set(fixed.tolist()), fixed
+        elif roll < 0.5:
+            allowed = set(rnd.sample(range(1, max(docs) + 5), k=min(len(docs), 10)))
+            arr = np.array(sorted(allowed))
+        else:
+            allowed = arr = None
+        got = dict(idx.search(terms, 10_000, arr))
         want = brute(docs, terms, allowed)
         assert set(got) == set(want)
         for r, s in want.items():

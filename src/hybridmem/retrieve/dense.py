@@ -1,8 +1,11 @@
 """The dense index of one namespace: exact cosine search over an in-memory matrix (the SQLite BLOBs
 are the truth), with an HNSW graph (usearch) for unfiltered queries above a size threshold.
 
-Filtered queries always search exactly over the rows the filter allows: a true pre-filter, never a
-post-filtered top-k list.
+Filtered queries are a true pre-filter: only rows the filter allows are ranked, and a query returns
+``k`` of them whenever ``k`` are allowed. Below the threshold, or for a selective filter, search is
+exact over the allowed rows. For a broad filter (at least ``HNSW_FILTER_MIN_SHARE`` of the rows) with
+the graph ready, the graph is asked for ``k / share · 2`` neighbours and those the filter allows are
+kept; if fewer than ``k`` survive, the query falls back to exact search.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import threading
 
 import numpy as np
 
-__all__ = ["DenseIndex"]
+__all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
+
+#: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
+HNSW_FILTER_MIN_SHARE = 0.1
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +39,7 @@ class DenseIndex:
         self._hnsw_failed = False
         self._building = False
         self._generation = 0  # bumped when positions change (load, compaction)
+        self._masks: dict[int, tuple] = {}  # id(allowed) -> (allowed, (generation, version), n, positions)
 
     def __len__(self) -> int:
         return int(self._alive[: self._n].sum())
@@ -161,19 +168,25 @@ class DenseIndex:
             raise ValueError(f"query vector has dim {q.shape[0]}, index has {self.dim}")
         with self._lock:
             n, rowids, matrix, alive = self._n, self._rowids, self._matrix, self._alive
-            use_hnsw = allowed is None and len(self._pos) >= self.exact_threshold
-            if use_hnsw and self._hnsw is None:
+            live, gen = len(self._pos), (self._generation, self.version)
+            big = live >= self.exact_threshold
+            if big and self._hnsw is None:
                 self._start_hnsw_build()
-            hnsw = self._hnsw if use_hnsw else None
+            hnsw = self._hnsw if big and allowed is None else None
+            filtered_hnsw = self._hnsw if big and allowed is not None else None
         if n == 0 or k <= 0:
             return []
         if hnsw is not None:
             m = hnsw.search(q, k)
             return [(int(key), float(1.0 - dist)) for key, dist in zip(m.keys, m.distances)]
+        if allowed is not None and filtered_hnsw is not None:
+            hits = self._hnsw_filtered(filtered_hnsw, q, k, allowed, live)
+            if hits is not None:
+                return hits
         if allowed is None:
             cand = None if alive[:n].all() else np.flatnonzero(alive[:n])
         else:
-            cand = np.flatnonzero(np.isin(rowids[:n], allowed, assume_unique=False) & alive[:n])
+            cand = self._allowed_positions(allowed, gen, n, rowids, alive)
             if len(cand) == 0:
                 return []
         if cand is None:
@@ -187,3 +200,37 @@ class DenseIndex:
         top = top[np.argsort(-scores[top], kind="stable")]
         pos = top if cand is None else cand[top]
         return [(int(rowids[p]), float(scores[t])) for p, t in zip(pos, top)]
+
+    def _allowed_positions(self, allowed: np.ndarray, gen: tuple, n: int, rowids: np.ndarray,
+                           alive: np.ndarray) -> np.ndarray:
+        """Positions of the live rows ``allowed`` names, cached per allowed array (Memory hands the same
+        array for a repeated filter until the chunks change) and index state."""
+        hit = self._masks.get(id(allowed))
+        if hit is not None and hit[0] is allowed and hit[1] == gen and hit[2] == n:
+            return hit[3]
+        cand = np.flatnonzero(np.isin(rowids[:n], allowed) & alive[:n])
+        if len(self._masks) >= 16:
+            self._masks.pop(next(iter(self._masks)))
+        self._masks[id(allowed)] = (allowed, gen, n, cand)
+        return cand
+
+    @staticmethod
+    def _hnsw_filtered(hnsw, q: np.ndarray, k: int, allowed: np.ndarray, live: int) -> list[tuple[int, float]] | None:
+        """Over-fetch from the graph and keep allowed rows; None when too few survive (go exact)."""
+        share = len(allowed) / max(live, 1)
+        if share < HNSW_FILTER_MIN_SHARE:
+            return None
+        want = min(live, int(np.ceil(k / share * 2)) + 10)
+        m = hnsw.search(q, want)
+        keys = np.asarray(m.keys, np.int64)
+        srt = allowed if _is_sorted(allowed) else np.sort(allowed)
+        at = np.minimum(np.searchsorted(srt, keys), len(srt) - 1)
+        ok = srt[at] == keys
+        if int(ok.sum()) < min(k, len(allowed)):
+            return None
+        keys, dists = keys[ok][:k], np.asarray(m.distances)[ok][:k]
+        return [(int(key), float(1.0 - d)) for key, d in zip(keys, dists)]
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))

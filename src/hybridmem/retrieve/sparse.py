@@ -36,6 +36,7 @@ class SparseIndex:
         self._pos: dict[int, int] = {}
         self._total_len = 0.0
         self._sorted = True  # rowids non-decreasing: SQLite may re-use the rowid of a deleted last row
+        self._masks: dict[int, tuple[np.ndarray, tuple, np.ndarray]] = {}  # id(allowed) -> (allowed, state, mask)
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -104,6 +105,31 @@ class SparseIndex:
         self._pos = {r: i for i, (r, _) in enumerate(live)}
         self._sorted = True
 
+    def _allowed_mask(self, allowed: np.ndarray, rowids: np.ndarray, alive: np.ndarray, n_total: int) -> np.ndarray:
+        """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
+        same array for a repeated filter until chunks change) and index state. Caller holds the lock."""
+        key = (self.version, n_total)  # every committed change bumps the version
+        hit = self._masks.get(id(allowed))
+        if hit is not None and hit[0] is allowed and hit[1] == key:
+            return hit[2]
+        # rowids are appended in increasing order (a re-used rowid repeats: its last entry is the live
+        # one), so positions come from a vectorised binary search
+        want = np.asarray(allowed, dtype=np.int64)
+        if self._sorted:
+            pos = np.searchsorted(rowids, want, side="right") - 1
+            ok = pos >= 0
+            pos, want = pos[ok], want[ok]
+            pos = pos[rowids[pos] == want]
+            mask = np.zeros(n_total, bool)
+            mask[pos] = True
+        else:
+            mask = np.isin(rowids, want)
+        mask &= alive
+        if len(self._masks) >= 16:
+            self._masks.pop(next(iter(self._masks)))
+        self._masks[id(allowed)] = (allowed, key, mask)
+        return mask
+
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top-k (rowid, bm25) over chunks holding at least one term; ``allowed`` rowids restrict the
         candidates (a pre-filter: ranking happens among allowed chunks only)."""
@@ -121,21 +147,7 @@ class SparseIndex:
                 for t in dict.fromkeys(terms)
                 if (p := self._post.get(t)) is not None
             ]
-            mask = alive
-            if allowed is not None:
-                # rowids are appended in increasing order (a re-used rowid repeats: its last entry is
-                # the live one), so positions come from a vectorised binary search
-                want = np.asarray(allowed, dtype=np.int64)
-                if self._sorted:
-                    pos = np.searchsorted(rowids, want, side="right") - 1
-                    ok = pos >= 0
-                    pos, want = pos[ok], want[ok]
-                    pos = pos[rowids[pos] == want]
-                    mask = np.zeros(n_total, bool)
-                    mask[pos] = True
-                else:
-                    mask = np.isin(rowids, want)
-                mask &= alive
+            mask = alive if allowed is None else self._allowed_mask(allowed, rowids, alive, n_total)
         scores = np.zeros(n_total, np.float32)
         hit = np.zeros(n_total, bool)
         for ps, tfs in postings:
