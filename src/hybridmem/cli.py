@@ -391,6 +391,96 @@ def demo(
         raise _fail(e) from None
 
 
+@app.command("eval")
+def eval_cmd(
+    dataset: str = typer.Argument(..., help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/) or 'demo'."),
+    modes: str = typer.Option("bm25,vector,hybrid,rerank,graph", "--modes", help="Comma-separated modes to evaluate."),
+    no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the modes that need an LLM."),
+    split: str = typer.Option("test", "--split", help="Qrels split (qrels/<split>.tsv)."),
+    embedder: str = typer.Option(config.DEFAULT_EMBEDDER, "--embedder", help="Embedder spec for the dataset's index."),
+    top_k: int = typer.Option(10, "--top-k", help="Results per query for MRR/nDCG/Recall@≤10 and latency."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Report folder (default .hybridmem/eval/<set>-<split>)."),
+    sweep: list[str] = typer.Option([], "--sweep", help="NAME=v1,v2,… over dense_weight, sparse_weight, exact_weight, rrf_k (repeatable)."),
+    metric: str = typer.Option("ndcg@10", "--metric", help="Metric the sweep and comparisons use."),
+    cache_dir: Path = typer.Option(Path(".hybridmem") / "eval-cache", "--cache-dir", envvar="HYBRIDMEM_EVAL_CACHE",
+                                   help="Where indexes and embeddings are cached between runs."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queries (a quick look)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results JSON (without per-query scores)."),
+) -> None:
+    """Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."""
+    from .eval.datasets import load_dataset
+    from .eval.harness import EvalConfig, parse_sweep, run_eval
+    from .eval.report import write_report
+
+    try:
+        wanted = [m.strip() for m in modes.split(",") if m.strip()]
+        if no_rerank:
+            wanted = [m for m in wanted if m != "rerank"]
+        cfg = EvalConfig(modes=wanted, embedder=embedder, top_k=top_k, cache_dir=cache_dir,
+                         sweep=parse_sweep(sweep), metric=metric, limit=limit)
+        ds = load_dataset(dataset, split)
+        target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}"
+        with _progress() as prog:
+            def progress(desc: str, total: int | None):
+                task = prog.add_task(desc, total=total)
+                return lambda n: prog.advance(task, n)
+
+            results = run_eval(ds, cfg, load_split=lambda s: load_dataset(dataset, s), progress=progress)
+        files = write_report(results, target)
+        if as_json:
+            slim = {**results, "modes": {m: {k: v for k, v in r.items() if k != "per_query"}
+                                         for m, r in results["modes"].items()}}
+            out.print_json(json.dumps(slim, ensure_ascii=False))
+            return
+        _print_eval(results)
+        out.print(f"report: {files['markdown']}  json: {files['json']}  charts: "
+                  f"{', '.join(str(files[k]) for k in ('metric_by_category', 'recall_curve') if k in files)}",
+                  highlight=False)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+def _print_eval(results: dict[str, Any]) -> None:
+    ds, idx = results["dataset"], results["index"]
+    out.print(f"[bold]{ds['name']}[/] ({ds['split']}): {ds['docs']} docs, {ds['queries']} queries, "
+              f"embedder {results['embedder']}; index "
+              + (f"from cache ({idx['key']})" if idx["cached"] else f"built in {idx['index_s']} s")
+              + (f", embedded in {idx['embed_s']} s" if idx.get("embed_s") else ""), highlight=False)
+    ok = {m: r for m, r in results["modes"].items() if r.get("status") == "ok"}
+    cats = [c for c in ds["categories"] if c != "all"]
+    t = Table(title="overall", title_justify="left")
+    for col in ("mode", "MRR@10", "nDCG@10", "R@1", "R@5", "R@10", "R@100", "p50 ms", "p95 ms"):
+        t.add_column(col, justify="right" if col != "mode" else "left")
+    for m, r in ok.items():
+        a = r["metrics"]["all"]
+        t.add_row(m, *(f"{a[k]:.3f}" for k in ("mrr@10", "ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100")),
+                  f"{r['latency_ms']['p50']:.1f}", f"{r['latency_ms']['p95']:.1f}")
+    out.print(t)
+    if cats:
+        t = Table(title="MRR@10 by category", title_justify="left")
+        t.add_column("category")
+        t.add_column("n", justify="right")
+        for m in ok:
+            t.add_column(m, justify="right")
+        for c in [*cats, "all"]:
+            t.add_row(c, str(ds["categories"][c]), *(f"{ok[m]['metrics'][c]['mrr@10']:.3f}" for m in ok))
+        out.print(t)
+    for m, r in results["modes"].items():
+        if r.get("status") != "ok":
+            out.print(f"{m}: {r.get('note', r.get('status'))}", highlight=False)
+    for c in results.get("comparisons", []):
+        if c.get("best_single_leg"):
+            out.print(f"{c['label']}, {c['metric']}: {c['mean_diff']:+.4f} (95% CI {c['ci95'][0]:+.4f}..{c['ci95'][1]:+.4f}, "
+                      f"randomization p={c['p_randomization']:.4f})", highlight=False)
+    for tg in results.get("targets", []):
+        mark = "[green]met[/]" if tg["met"] else "[red]missed[/]"
+        out.print(f"target {tg.get('label', '')} {tg['mode']} {tg['metric']} ≥ {tg['target']}: {tg['measured']} {mark}"
+                  + (f" — {tg['why']}" if tg.get("why") else ""), highlight=False)
+    if results.get("sweep"):
+        out.print(f"sweep: {results['sweep']['verdict']}", highlight=False)
+    out.print(f"took {results['took_s']} s", highlight=False)
+
+
 def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
     """MRR@10 (document level) per question category and mode over the whole demo question set."""
     cats: dict[str, dict[str, list[float]]] = {}

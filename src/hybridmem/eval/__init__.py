@@ -1,0 +1,1 @@
+"""Evaluation: datasets (BEIR layout, the demo set), metrics, the harness and its reports."""

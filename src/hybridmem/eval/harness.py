@@ -1,0 +1,360 @@
+"""The evaluation harness: build (or reuse) a dataset's index, run every mode, score, compare, sweep.
+
+Every mode answers through ``Memory.search`` exactly as an agent's query would (same contract, same
+fusion); nothing is re-implemented here. Each query is asked twice per mode: once with the user's
+``top_k`` (MRR@10, nDCG@10, Recall@1/5/10 and the latency) and once with ``depth`` results for
+Recall@100 and the recall curve. Results are chunks; they are judged at document level (first
+occurrence of a document counts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__, config
+from ..embed import create_embedder
+from ..embed.cache import CachedEmbedder
+from ..errors import ValidationError
+from ..memory import Memory, embedder_name
+from .datasets import Dataset
+from .metrics import METRICS, means_by_category, paired_test, per_query, recall_curve
+from .references import references_for, targets_for
+
+__all__ = ["EvalConfig", "ALL_MODES", "parse_sweep", "run_eval", "open_index"]
+
+ALL_MODES = ("bm25", "vector", "hybrid", "rerank", "graph")
+SEARCH_MODES = ("bm25", "vector", "hybrid")
+CURVE_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
+#: bump when the index a dataset builds would differ for the same corpus and embedder
+INDEX_FORMAT = 1
+SWEEP_KEYS = {"dense_weight": "dense_weight", "sparse_weight": "sparse_weight", "exact_weight": "exact_weight",
+              "rrf_k": "rrf_k_constant", "rrf_k_constant": "rrf_k_constant"}
+CLASSIC = {"dense_weight": 1.0, "sparse_weight": 1.0, "exact_weight": 1.0, "rrf_k_constant": float(config.DEFAULT_RRF_K)}
+
+Progress = Callable[[str, int | None], Callable[[int], None]]
+
+
+@dataclass
+class EvalConfig:
+    modes: Sequence[str] = SEARCH_MODES
+    embedder: str = config.DEFAULT_EMBEDDER
+    top_k: int = 10
+    depth: int = 100
+    cache_dir: Path = Path(".hybridmem") / "eval-cache"
+    sweep: dict[str, list[float]] = field(default_factory=dict)
+    metric: str = "ndcg@10"
+    limit: int | None = None  # evaluate only the first N queries (quick looks; never for published numbers)
+    seed: int = 0
+
+
+def parse_sweep(specs: Sequence[str]) -> dict[str, list[float]]:
+    """``["dense_weight=0.25,0.5,1,2", "rrf_k=10,30,60,100"]`` → ``{"dense_weight": [...], "rrf_k_constant": [...]}``."""
+    grid: dict[str, list[float]] = {}
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or key not in SWEEP_KEYS:
+            raise ValidationError(f"--sweep {spec!r}: expected NAME=v1,v2,… with NAME one of "
+                                  f"{', '.join(sorted(SWEEP_KEYS))}", field="sweep")
+        try:
+            vals = [float(v) for v in values.split(",") if v.strip()]
+        except ValueError:
+            raise ValidationError(f"--sweep {spec!r}: values must be numbers", field="sweep") from None
+        if not vals or any(v < 0 or not np.isfinite(v) for v in vals):
+            raise ValidationError(f"--sweep {spec!r}: give at least one finite value ≥ 0", field="sweep")
+        grid[SWEEP_KEYS[key]] = vals
+    return grid
+
+
+# ---------------------------------------------------------------------------------------- index
+def index_key(ds: Dataset, embedder: str) -> str:
+    blob = json.dumps({"corpus": ds.fingerprint, "embedder": embedder, "chunk_size": ds.chunk_size,
+                       "overlap": config.DEFAULT_CHUNK_OVERLAP, "format": INDEX_FORMAT}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool, progress: Progress | None = None) -> tuple[Memory, dict]:
+    """The dataset's memory, from the cache when corpus, chunking and embedder are unchanged."""
+    cache = Path(cfg.cache_dir)
+    cache.mkdir(parents=True, exist_ok=True)
+    name = embedder_name(cfg.embedder)
+    key = index_key(ds, name)
+    final = cache / f"{ds.name}-{key}"
+    manifest_path = final / "manifest.json"
+    info: dict[str, Any] = {"key": key, "path": str(final), "cached": manifest_path.is_file()}
+    embedder = CachedEmbedder(create_embedder(cfg.embedder), cache / "embeddings.db")
+    t0 = time.perf_counter()
+    if not manifest_path.is_file():
+        # built aside and renamed into place: an interrupted build never looks like a cached index
+        tmp = cache / f".{ds.name}-{key}.tmp-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        with Memory(tmp / "memory.db", embedder=embedder, chunk_size=ds.chunk_size, auto_embed=False) as mem:
+            tick = progress(f"indexing {ds.name}", len(ds.docs)) if progress else None
+            mem.add_documents(ds.docs, batch_size=512, progress=tick)
+        (tmp / "manifest.json").write_text(json.dumps(
+            {"dataset": ds.name, "fingerprint": ds.fingerprint, "embedder": name, "docs": len(ds.docs),
+             "chunk_size": ds.chunk_size, "format": INDEX_FORMAT, "built": _now(),
+             "index_s": round(time.perf_counter() - t0, 2)}, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+    info["index_s"] = round(time.perf_counter() - t0, 2)
+    mem = Memory(final / "memory.db", embedder=embedder, chunk_size=ds.chunk_size, auto_embed=False)
+    pending = mem.store.pending_count()
+    t1 = time.perf_counter()
+    if need_vectors and pending:
+        tick = progress(f"embedding {ds.name} ({name})", pending) if progress else None
+        mem.wait_for_vectors(progress=tick)
+    info["embed_s"] = round(time.perf_counter() - t1, 2)
+    info["embedded_now"] = pending if need_vectors else 0
+    info["cached_vectors"] = embedder.hits
+    s = mem.stats()
+    info.update(chunks=s.chunks, vectors=s.vectors)
+    return mem, info
+
+
+# ---------------------------------------------------------------------------------------- running
+def _doc_ranking(resp) -> list[str]:
+    return list(dict.fromkeys(r.doc_id for r in resp.results))
+
+
+def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict | None = None,
+              tick: Callable[[int], None] | None = None, depth: bool = True) -> dict[str, Any]:
+    scores: dict[str, dict[str, float]] = {}
+    curves: list[list[float]] = []
+    lat: list[float] = []
+    leg_trouble: dict[str, int] = {}
+    for qid, text in ds.queries.items():
+        req: dict[str, Any] = {"query_id": qid, "search_text": text, "top_k": cfg.top_k, "mode": mode}
+        if qid in ds.filters:
+            req["metadata_filter"] = ds.filters[qid]
+        if params:
+            req["hybrid_params"] = params
+        t = time.perf_counter()
+        resp = mem.search(req)
+        lat.append((time.perf_counter() - t) * 1000)
+        for leg, rep in resp.legs.items():
+            if rep.status in ("error", "timeout"):
+                leg_trouble[f"{leg} {rep.status}"] = leg_trouble.get(f"{leg} {rep.status}", 0) + 1
+        ranked = _doc_ranking(resp)
+        if depth:
+            deep = _doc_ranking(mem.search({**req, "top_k": max(cfg.depth, cfg.top_k)}))
+            curves.append(recall_curve(deep, ds.qrels[qid], CURVE_KS))
+        else:
+            deep = ranked
+        s = per_query(ranked, ds.qrels[qid])
+        s["recall@100"] = per_query(deep, ds.qrels[qid])["recall@100"]
+        scores[qid] = s
+        if tick:
+            tick(1)
+    out: dict[str, Any] = {"status": "ok", "queries": len(scores), "per_query": scores,
+                           "metrics": means_by_category(scores, ds.categories)}
+    if curves:
+        out["recall_curve"] = {"k": list(CURVE_KS), "recall": [float(x) for x in np.mean(curves, axis=0)]}
+    a = np.asarray(lat)
+    out["latency_ms"] = {"p50": round(float(np.percentile(a, 50)), 3), "p95": round(float(np.percentile(a, 95)), 3),
+                         "mean": round(float(a.mean()), 3)}
+    if leg_trouble:
+        out["leg_failures"] = leg_trouble
+    return out
+
+
+def _skip_note(mode: str, mem: Memory) -> str | None:
+    if mode == "rerank":
+        return ("skipped: reranking needs an LLM and none is configured (this build has no LLM layer yet); "
+                "fused order is what `hybrid` shows")
+    if mode == "graph":
+        return "skipped: no entity graph has been built for this store (GraphRAG layer not available yet)"
+    return None
+
+
+def _compare(modes: dict[str, dict], metric: str, seed: int) -> list[dict]:
+    out = []
+    singles = [m for m in ("bm25", "vector") if modes.get(m, {}).get("status") == "ok"]
+    if modes.get("hybrid", {}).get("status") != "ok" or not singles:
+        return out
+    best = max(singles, key=lambda m: modes[m]["metrics"]["all"][metric])
+    qids = list(modes["hybrid"]["per_query"])
+    for m in singles:
+        for met in dict.fromkeys((metric, "mrr@10")):
+            a = [modes["hybrid"]["per_query"][q][met] for q in qids]
+            b = [modes[m]["per_query"][q][met] for q in qids]
+            res = paired_test(a, b, seed=seed)
+            label = f"hybrid vs best single leg ({m})" if m == best else f"hybrid vs {m}"
+            out.append({"a": "hybrid", "b": m, "metric": met, "label": label, "best_single_leg": m == best, **res})
+    return out
+
+
+def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict]) -> list[dict]:
+    out = []
+    ok = {m: r for m, r in modes.items() if r.get("status") == "ok"}
+    for t in targets_for(ds.name, ds.split, embedder_name(cfg.embedder)):
+        if t["mode"] not in ok:
+            continue
+        measured = ok[t["mode"]]["metrics"]["all"][t["metric"]]
+        row = {**t, "measured": round(measured, 4), "met": measured >= t["target"] - 1e-9,
+               "gap": round(measured - t["target"], 4)}
+        if not row["met"]:
+            row["why"] = _why(ok, t["metric"])
+        out.append(row)
+    if "hybrid" in ok and any(m in ok for m in ("bm25", "vector")):
+        best = max((m for m in ("bm25", "vector") if m in ok), key=lambda m: ok[m]["metrics"]["all"][cfg.metric])
+        h, b = ok["hybrid"]["metrics"]["all"][cfg.metric], ok[best]["metrics"]["all"][cfg.metric]
+        row = {"mode": "hybrid", "metric": cfg.metric, "target": round(b, 4), "measured": round(h, 4),
+               "met": h >= b - 1e-9, "gap": round(h - b, 4), "label": f"hybrid ≥ best single leg ({best})"}
+        if not row["met"]:
+            row["why"] = _why(ok, cfg.metric)
+        out.append(row)
+    return out
+
+
+def _why(ok: dict[str, dict], metric: str) -> str:
+    legs = {m: ok[m]["metrics"]["all"][metric] for m in ("bm25", "vector") if m in ok}
+    if len(legs) == 2:
+        weak, strong = sorted(legs, key=legs.get)
+        gap = legs[strong] - legs[weak]
+        if gap > 0.05:
+            return (f"the {weak} leg ({legs[weak]:.3f}) is {gap:.3f} below {strong} ({legs[strong]:.3f}): "
+                    f"a weak leg drags equal-weight RRF down")
+        return f"both legs are close ({', '.join(f'{m} {v:.3f}' for m, v in legs.items())}): fusion has little to add"
+    return "only one leg measured"
+
+
+# ---------------------------------------------------------------------------------------- sweep
+def _split_for_sweep(ds: Dataset, load: Callable[[str], Dataset]) -> tuple[Dataset, Dataset, str, str]:
+    """Tune on the train split when the dataset has one, else on a fixed half of the queries."""
+    if "train" in ds.splits and ds.split != "train":
+        return load("train"), ds, "train", ds.split
+    qids = sorted(ds.queries, key=lambda q: hashlib.sha256(q.encode()).hexdigest())
+    # keep categories represented on both sides: alternate within each category
+    by_cat: dict[str, list[str]] = {}
+    for q in qids:
+        by_cat.setdefault(ds.categories.get(q, ""), []).append(q)
+    dev = [q for group in by_cat.values() for q in group[0::2]]
+    rest = [q for group in by_cat.values() for q in group[1::2]]
+    return ds.subset(dev, f"{ds.split}:dev-half"), ds.subset(rest, f"{ds.split}:other-half"), "dev half", "other half"
+
+
+def _sweep(mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Dataset],
+           progress: Progress | None) -> dict[str, Any]:
+    tune, report, tune_name, report_name = _split_for_sweep(ds, load)
+    if cfg.limit:
+        tune = tune.subset(list(tune.queries)[: cfg.limit], tune.split)
+    keys = list(cfg.sweep)
+    combos = [dict(zip(keys, vals)) for vals in itertools.product(*(cfg.sweep[k] for k in keys))]
+    settings = [{**CLASSIC, **c} for c in combos]
+    if CLASSIC not in settings:
+        settings.insert(0, dict(CLASSIC))
+    total = len(settings) * (len(tune.queries) + len(report.queries))
+    tick = progress("sweep", total) if progress else None
+
+    def score(d: Dataset, params: dict) -> dict[str, float]:
+        r = _run_mode(mem, d, "hybrid", cfg, params=params, tick=tick, depth=False)
+        return {cat: round(v[cfg.metric], 4) for cat, v in r["metrics"].items()}
+
+    grid = []
+    for p in settings:
+        grid.append({"params": {k: p[k] for k in keys}, "full_params": p, "classic": p == CLASSIC,
+                     "tune": score(tune, p), "report": score(report, p)})
+    base = next(g for g in grid if g["classic"])
+    winners = [g for g in grid if not g["classic"] and all(g["tune"][c] > base["tune"][c] for c in base["tune"])]
+    rec = max(winners, key=lambda g: g["tune"]["all"]) if winners else None
+    if rec is None:
+        verdict = (f"classic RRF stays (k={config.DEFAULT_RRF_K}, weights 1): no setting beats it on {cfg.metric} "
+                   f"in every category and overall on the {tune_name} split")
+    else:
+        holds = all(rec["report"][c] >= base["report"][c] for c in base["report"])
+        verdict = (f"recommended {rec['params']}: beats classic RRF in every category on the {tune_name} split "
+                   f"({rec['tune']['all']:.4f} vs {base['tune']['all']:.4f}); on the {report_name} split "
+                   f"{rec['report']['all']:.4f} vs {base['report']['all']:.4f}"
+                   + ("" if holds else " — the gain does not hold in every category there: treat it as noise"))
+    return {"metric": cfg.metric, "tune_split": tune_name, "report_split": report_name, "params": keys,
+            "tune_queries": len(tune.queries), "report_queries": len(report.queries),
+            "grid": grid, "baseline": base, "recommended": rec, "verdict": verdict}
+
+
+# ---------------------------------------------------------------------------------------- entry
+def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Dataset] | None = None,
+             progress: Progress | None = None) -> dict[str, Any]:
+    """Evaluate ``cfg.modes`` on ``ds``; returns the results dict the report writes."""
+    unknown = [m for m in cfg.modes if m not in ALL_MODES]
+    if unknown:
+        raise ValidationError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(ALL_MODES)}", field="modes")
+    if cfg.metric not in METRICS:
+        raise ValidationError(f"unknown metric {cfg.metric!r}; known: {', '.join(METRICS)}", field="metric")
+    if not 1 <= cfg.top_k <= config.MAX_TOP_K:
+        raise ValidationError(f"top_k must be 1..{config.MAX_TOP_K}", field="top_k")
+    started, t0 = _now(), time.perf_counter()
+    if cfg.limit:
+        ds = ds.subset(list(ds.queries)[: cfg.limit], ds.split)
+    need_vectors = any(m in ("vector", "hybrid", "rerank") for m in cfg.modes) or bool(cfg.sweep)
+    mem, index = open_index(ds, cfg, need_vectors, progress)
+    notes: list[str] = []
+    try:
+        modes: dict[str, dict] = {}
+        for mode in cfg.modes:
+            note = _skip_note(mode, mem) if mode not in SEARCH_MODES else None
+            if note:
+                modes[mode] = {"status": "skipped", "note": note}
+                continue
+            tick = progress(f"{mode} queries", len(ds.queries)) if progress else None
+            modes[mode] = _run_mode(mem, ds, mode, cfg, tick=tick)
+            if modes[mode].get("leg_failures"):
+                notes.append(f"{mode}: leg failures during the run {modes[mode]['leg_failures']}")
+        sweep = _sweep(mem, ds, cfg, load_split or (lambda s: ds), progress) if cfg.sweep else None
+    finally:
+        mem.close()
+    if index["cached"]:
+        notes.append(f"index reused from the cache ({index['path']}); built earlier")
+    if index.get("embedded_now"):
+        notes.append(f"embedded {index['embedded_now']} chunks in {index['embed_s']} s "
+                     f"({index['cached_vectors']} vectors came from the embedding cache)")
+    notes.append("latency is the wall time of Memory.search at top_k (query vectors come from the embedding "
+                 "cache after their first use, so it excludes the model's query embedding cost)")
+    if cfg.limit:
+        notes.append(f"only the first {cfg.limit} queries were evaluated (--limit): not a publishable number")
+    results: dict[str, Any] = {
+        "dataset": {"name": ds.name, "path": ds.path, "split": ds.split, "docs": len(ds.docs),
+                    "chunks": index.get("chunks"), "queries": len(ds.queries),
+                    "categories": _category_counts(ds)},
+        "embedder": embedder_name(cfg.embedder),
+        "top_k": cfg.top_k, "depth": cfg.depth, "metric": cfg.metric,
+        "index": {k: index[k] for k in ("cached", "key", "index_s", "embed_s", "path", "chunks", "vectors")},
+        "modes": modes,
+        "comparisons": _compare(modes, cfg.metric, cfg.seed),
+        "references": references_for(ds.name, ds.split),
+        "targets": _targets(ds, cfg, modes),
+        "notes": notes,
+        "started": started, "took_s": round(time.perf_counter() - t0, 2), "hybridmem_version": __version__,
+    }
+    if ds.languages:
+        results["by_language"] = {
+            m: means_by_category(r["per_query"], ds.languages) for m, r in modes.items() if r.get("status") == "ok"}
+    if sweep:
+        results["sweep"] = sweep
+    return results
+
+
+def _category_counts(ds: Dataset) -> dict[str, int]:
+    counts = {"all": len(ds.queries)}
+    for q in ds.queries:
+        c = ds.categories.get(q)
+        if c:
+            counts[c] = counts.get(c, 0) + 1
+    return counts
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
