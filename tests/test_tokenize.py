@@ -6,7 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridmem.text.tokenize import TOKEN_CHARS, detect_language, fold, query_tokens, tokenize
+from hybridmem.text.tokenize import (
+    TOKEN_CHARS,
+    detect_language,
+    fold,
+    identifier_tokens,
+    is_identifier,
+    query_tokens,
+    tokenize,
+)
 
 
 # ---------------------------------------------------------------- identifiers
@@ -204,3 +212,18 @@ def test_tokenize_is_deterministic(text, lang):
                 assert set(tokenize(text, indexed_as)) <= set(q)
     else:
         assert q == list(dict.fromkeys(tokenize(text, lang)))
+
+
+def test_number_joins_only_after_an_acronym():
+    # "HTTP 504", "BWV 1033": the capitals mark a code; "since 2004", "October 27" are prose
+    assert "bwv1033" in tokenize("Flute Sonata BWV 1033")
+    assert not any(t.startswith("since") and t[-1].isdigit() for t in tokenize("founded since 2004", "en"))
+    assert "october27" not in tokenize("the October 27, 1999 episode")
+    assert identifier_tokens("the October 27, 1999 episode, since 2004") == []
+
+
+def test_ordinals_decades_and_number_words_are_not_identifiers():
+    for word in ("4th", "3rd", "21st", "1950s", "1er", "2e", "3eme", "4-letter", "24-hour"):
+        assert not is_identifier(word), word
+    for code in ("hel-4040", "http504", "v2.3.1", "s3", "u-20", "x86", "ipv6", "max_connections"):
+        assert is_identifier(code), code

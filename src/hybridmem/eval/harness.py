@@ -28,6 +28,7 @@ from ..embed import create_embedder
 from ..embed.cache import CachedEmbedder
 from ..errors import ValidationError
 from ..memory import Memory, embedder_name
+from ..text.tokenize import TOKENIZER_VERSION
 from .datasets import Dataset
 from .metrics import METRICS, means_by_category, paired_test, per_query, recall_curve
 from .references import references_for, targets_for
@@ -81,7 +82,8 @@ def parse_sweep(specs: Sequence[str]) -> dict[str, list[float]]:
 # ---------------------------------------------------------------------------------------- index
 def index_key(ds: Dataset, embedder: str) -> str:
     blob = json.dumps({"corpus": ds.fingerprint, "embedder": embedder, "chunk_size": ds.chunk_size,
-                       "overlap": config.DEFAULT_CHUNK_OVERLAP, "format": INDEX_FORMAT}, sort_keys=True)
+                       "overlap": config.DEFAULT_CHUNK_OVERLAP, "format": INDEX_FORMAT,
+                       "tokenizer": TOKENIZER_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -229,7 +231,7 @@ def _why(ok: dict[str, dict], metric: str) -> str:
             return (f"the {weak} leg ({legs[weak]:.3f}) is {gap:.3f} below {strong} ({legs[strong]:.3f}): "
                     f"a weak leg drags equal-weight RRF down")
         return f"both legs are close ({', '.join(f'{m} {v:.3f}' for m, v in legs.items())}): fusion has little to add"
-    return "only one leg measured"
+    return "run the bm25 and vector modes too to see which leg holds hybrid back"
 
 
 # ---------------------------------------------------------------------------------------- sweep

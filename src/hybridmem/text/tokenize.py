@@ -18,7 +18,7 @@ from .stopwords import BY_LANG
 __all__ = ["tokenize", "query_tokens", "identifier_tokens", "is_identifier", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
 
 #: bump when the token stream changes: stores re-index their BM25 tables on open
-TOKENIZER_VERSION = "1"
+TOKENIZER_VERSION = "2"
 #: characters that may join parts of one identifier; FTS5 must treat them as token characters
 TOKEN_CHARS = "-_./:@#+"
 
@@ -101,6 +101,9 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
     if not stem:
         lang = None
     folded = fold(text)
+    # "HTTP 504", "BWV 1033" → also "http504": only after a word written in capitals (an acronym),
+    # never after ordinary words ("since 2004", "October 27")
+    acronyms = {fold(w) for w in _ACRONYM.findall(text) if w.isupper()}
     out: list[str] = []
     pos = 0
     prev_alpha: str | None = None  # for "http 504" → "http504"
@@ -124,7 +127,7 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
             prev_alpha = None
             continue
         out.append(_stem(piece, lang))
-        prev_alpha = piece if (_ALPHA.match(piece) and len(piece) >= 2) else None
+        prev_alpha = piece if (len(piece) >= 2 and piece in acronyms and _ALPHA.match(piece)) else None
     return out
 
 
@@ -154,6 +157,10 @@ def query_tokens(text: str, lang: str | None = "auto", *, stem: bool = True, lim
 
 
 _HAS_DIGIT = re.compile(r"\d")
+#: digits with letters that are still plain words: ordinals (4th, 1er, 2e, 3eme, 1º), decades (1950s),
+#: number-word compounds (4-letter, 24-hour)
+_NOT_IDENTIFIER = re.compile(r"^(?:\d+(?:st|nd|rd|th|s|e|er|re|eme|ieme|te|o|a|º|ª)|\d+-[^\W\d_]{3,})$")
+_ACRONYM = re.compile(r"[^\W\d_]{2,}")
 _HAS_ALPHA = re.compile(r"[^\W\d_]")
 
 
@@ -162,7 +169,7 @@ def is_identifier(token: str) -> bool:
     or parts joined by ``_ . / : @ # +`` (``max_connections``, ``foo.bar``). Plain words, plain
     numbers and hyphenated words (``peut-être``, ``Saint-Denis``) are not."""
     if _HAS_DIGIT.search(token) and _HAS_ALPHA.search(token):
-        return True
+        return not _NOT_IDENTIFIER.match(token)
     return any(c in token for c in TOKEN_CHARS if c != "-") and len(_SPLIT.split(token)) > 1
 
 
