@@ -15,7 +15,7 @@ from rich.table import Table
 from . import config
 from .errors import HybridMemError, NotFoundError, ValidationError
 from .memory import Memory
-from .models import Document, QueryResponse
+from .models import Answer, Document, QueryResponse, Usage
 
 app = typer.Typer(
     add_completion=False,
@@ -202,15 +202,37 @@ def _print_response(resp: QueryResponse) -> None:
         for n, leg in resp.legs.items()
     )
     out.print(f"{resp.total_retrieved} results, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}", highlight=False)
+    if resp.reranker:
+        state_ = "reranked" if resp.reranked else "NOT reranked (fused order)"
+        out.print(f"{state_} by {resp.reranker}; rrf is the fused score", highlight=False, markup=False)
+    if resp.rerank_note:
+        out.print(f"rerank note: {resp.rerank_note}", highlight=False, markup=False)
+    if resp.usage:
+        out.print(_usage_line(resp.usage), highlight=False, markup=False)
     if resp.pending_vectors:
         out.print(f"note: {resp.pending_vectors} chunks still wait for vectors (not in the dense leg yet)")
+
+
+def _usage_line(u: Usage) -> str:
+    return (f"usage: {u.calls} LLM call{'s' if u.calls != 1 else ''} ({u.http_requests} HTTP request"
+            f"{'s' if u.http_requests != 1 else ''}), {u.prompt_tokens} prompt + {u.completion_tokens} completion "
+            f"tokens, {u.latency_ms:.0f} ms")
+
+
+_LLM_HELP = ("Chat model: openai:MODEL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio; endpoint from "
+             "HYBRIDMEM_LLM_BASE_URL / OPENAI_BASE_URL), gemini:MODEL, anthropic:MODEL, or none. "
+             "Default: HYBRIDMEM_LLM, else no LLM (offline paths).")
+_RERANKER_HELP = "auto (the LLM when configured, else identifier), llm or identifier. Default: HYBRIDMEM_RERANKER, else auto."
 
 
 @app.command()
 def search(
     text: Optional[str] = typer.Argument(None, help="What to look for."),
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k"),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25 or vector."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25, vector or rerank (hybrid + rerank)."),
+    rerank: bool = typer.Option(False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
+    llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
     dense_weight: Optional[float] = typer.Option(None, "--dense-weight"),
     sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight"),
     rrf_k: Optional[float] = typer.Option(None, "--rrf-k"),
@@ -240,15 +262,17 @@ def search(
             flt.update(_json_object(filter_json, "--filter-json"))
         flt.update(_parse_meta(filters) if filters else {})
         data["metadata_filter"] = flt
-        for key, val in (("top_k", top_k), ("mode", mode), ("fetch_k", fetch_k)):
+        for key, val in (("top_k", top_k), ("mode", mode), ("fetch_k", fetch_k), ("reranker", reranker)):
             if val is not None:
                 data[key] = val
+        if rerank:
+            data["rerank"] = True
         hp = dict(data.get("hybrid_params") or {})
         for key, val in (("dense_weight", dense_weight), ("sparse_weight", sparse_weight), ("rrf_k_constant", rrf_k)):
             if val is not None:
                 hp[key] = val
         data["hybrid_params"] = hp
-        with _open(create=False) as mem:
+        with _open(create=False, llm=llm) as mem:
             resp = mem.search(data)
         if as_json:
             sys.stdout.write(resp.model_dump_json(indent=2) + "\n")
@@ -256,6 +280,65 @@ def search(
             _print_response(resp)
     except HybridMemError as e:
         raise _fail(e) from None
+
+
+def _filter_option(items: list[str], filter_json: Optional[str]) -> dict[str, Any]:
+    """``--filter`` values are JSON objects or key=value pairs; ``--filter-json`` one JSON object."""
+    flt: dict[str, Any] = {}
+    if filter_json:
+        flt.update(_json_object(filter_json, "--filter-json"))
+    for item in items:
+        flt.update(_json_object(item, "--filter") if item.lstrip().startswith("{") else _parse_meta([item]))
+    return flt
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question, in any language."),
+    llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
+    no_rerank: bool = typer.Option(False, "--no-rerank", help="Answer from the fused order (no reranking)."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
+    filters: list[str] = typer.Option([], "--filter", "-f",
+                                      help='A filter: JSON ({"severity": {"$gte": 2}}) or key=value (repeatable).'),
+    filter_json: Optional[str] = typer.Option(None, "--filter-json", help="A filter object (as in search)."),
+    top_k: int = typer.Option(5, "--top-k", "-k", help="Chunks retrieved as the answer's context."),
+    as_json: bool = typer.Option(False, "--json", help="Print the Answer as JSON (with the context chunks)."),
+) -> None:
+    """Answer a question from the memory, citing the chunks used as [chunk_id].
+
+    With an LLM: at most 3 sentences in the question's language, grounded in the retrieved chunks.
+    Without one (the default): the best sentences of the top chunks, or an honest "not found"."""
+    try:
+        flt = _filter_option(filters, filter_json)
+        with _open(create=False, llm=llm) as mem:
+            ans = mem.ask(question, top_k=top_k, metadata_filter=flt, rerank=not no_rerank, reranker=reranker)
+        if as_json:
+            sys.stdout.write(ans.model_dump_json(indent=2) + "\n")
+        else:
+            _print_answer(ans)
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+def _print_answer(ans: Answer) -> None:
+    out.print(ans.answer, markup=False, highlight=False)
+    out.print()
+    if ans.citations:
+        out.print("[bold]sources[/]")
+        for c in ans.citations:
+            out.print(f"  [{c.chunk_id}] {c.doc_id}" + (f" — {c.source}" if c.source else ""), markup=False, highlight=False)
+    elif ans.results:
+        out.print("closest passages (not cited): " + ", ".join(r.chunk_id for r in ans.results[:3]),
+                  markup=False, highlight=False)
+    if ans.invented_citations:
+        out.print(f"removed invented citations: {', '.join(ans.invented_citations)}", markup=False, highlight=False)
+    rr = f"{ans.reranker} ({'reranked' if ans.reranked else 'fused order kept'})" if ans.reranker else "none"
+    out.print(f"answerer: {ans.answerer} · reranker: {rr} · {len(ans.results)} chunks of context · {ans.took_ms:.0f} ms",
+              markup=False, highlight=False)
+    for note in ans.notes:
+        out.print(f"note: {note}", markup=False, highlight=False)
+    if ans.usage:
+        out.print(_usage_line(ans.usage), markup=False, highlight=False)
 
 
 @app.command()
@@ -482,13 +565,16 @@ def _print_eval(results: dict[str, Any]) -> None:
 
 
 def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
-    """MRR@10 (document level) per question category and mode over the whole demo question set."""
+    """MRR@10 (document level) per question category and mode over the whole demo question set
+    (``hybridmem eval demo`` gives every metric, latency and significance tests)."""
+    from .eval.metrics import per_query
+
     cats: dict[str, dict[str, list[float]]] = {}
     for q in questions:
         for mode in ("bm25", "vector", "hybrid"):
             resp = mem.search(q["question"], mode=mode, top_k=10, metadata_filter=q.get("metadata_filter") or {})
             ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
-            rr = next((1.0 / i for i, d in enumerate(ranked, 1) if d in q["gold"]), 0.0)
+            rr = per_query(ranked, dict.fromkeys(q["gold"], 1))["mrr@10"]
             cats.setdefault(q["category"], {}).setdefault(mode, []).append(rr)
     t = Table(title="MRR@10 by question category (document level)", title_justify="left")
     t.add_column("category")

@@ -7,7 +7,9 @@
     ├── StoreError             the store file is not a hybridmem store, is corrupt, or is locked
     │   └── EmbedderMismatchError  the store was built with another embedder (model or dimension)
     ├── EmbedderError          the embedder failed or returned vectors of the wrong shape
-    └── IngestError            a file could not be read as text
+    ├── IngestError            a file could not be read as text
+    └── LLMError               the language model is not usable (no key), failed after its retries,
+                               or returned output that stayed invalid after one repair attempt
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbedderError",
     "IngestError",
+    "LLMError",
 ]
 
 
@@ -83,3 +86,15 @@ class EmbedderError(HybridMemError):
 class IngestError(HybridMemError):
     exit_code = 7
     http_status = 422
+
+
+class LLMError(HybridMemError):
+    """A chat model call failed. ``usage`` holds what the failed call(s) cost, when known, so that
+    a caller falling back to an offline path can still report it."""
+
+    exit_code = 8
+    http_status = 502
+
+    def __init__(self, message: str, usage: object | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage

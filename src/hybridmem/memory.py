@@ -1,7 +1,8 @@
 """The Memory facade: add / update / delete / search over one store, one embedder, namespaces.
 
 Writes are committed and BM25-searchable at once; vectors are computed in batches by a background
-worker from a durable queue in the store, and queries fuse whatever is embedded so far.
+worker from a durable queue in the store, and queries fuse whatever is embedded so far. ``ask``
+answers from the retrieved chunks (an LLM when one is configured, else extractively).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -21,9 +23,20 @@ from typing import Any
 import numpy as np
 
 from . import config
+from .answer import extractive_answer, llm_answer
 from .embed.base import Embedder, create_embedder
-from .errors import EmbedderError, EmbedderMismatchError, NotFoundError, StoreError, ValidationError
-from .models import Document, IngestReport, QueryRequest, QueryResponse, Stats
+from .errors import (
+    EmbedderError,
+    EmbedderMismatchError,
+    HybridMemError,
+    LLMError,
+    NotFoundError,
+    StoreError,
+    ValidationError,
+)
+from .llm.base import LLM_ENV, ChatModel, resolve_llm
+from .models import Answer, Citation, Document, IngestReport, QueryRequest, QueryResponse, Stats, Usage
+from .rerank import IdentifierReranker, LLMReranker, Reranker, RerankOutcome
 from .retrieve.dense import DenseIndex
 from .retrieve.filters import MAX_KEY_LEN, Filter
 from .retrieve.sparse import SparseIndex
@@ -34,12 +47,16 @@ from .text.chunk import chunk_text
 from .text.loaders import load_path
 from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
 
-__all__ = ["Memory", "embedder_name"]
+__all__ = ["Memory", "embedder_name", "RERANKER_ENV"]
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
 _LANGS = {"en", "fr", "de", "es", "zh"}
+#: the reranker of ``mode: "rerank"`` when neither the request nor ``Memory(reranker=)`` names one
+RERANKER_ENV = "HYBRIDMEM_RERANKER"
+_RERANKERS = ("auto", "llm", "identifier")
+_NO_LLM = f"no LLM configured (set {LLM_ENV}, or pass llm= / --llm)"
 
 
 def embedder_name(spec: str | Embedder | None) -> str:
@@ -99,6 +116,12 @@ class Memory:
     >>> mem = Memory(".hybridmem/memory.db")           # default embedder: bundled e5
     >>> mem.add("Increase max_connections to 200.", metadata={"service": "billing"})
     >>> mem.search("postgres pool exhausted").results[0].chunk_id
+    >>> mem.ask("What is the billing pool size?").answer   # extractive unless an LLM is configured
+
+    ``llm``: a spec (``openai:gpt-4o-mini``, ``gemini:…``, ``anthropic:…``), a ChatModel, ``"none"``,
+    or None for ``HYBRIDMEM_LLM`` (unset: no LLM, never a default paid API). ``reranker`` (for
+    ``mode: "rerank"``): ``auto`` (the LLM when configured, else ``identifier``), ``llm``,
+    ``identifier``, or a Reranker; None reads ``HYBRIDMEM_RERANKER`` (default ``auto``).
     """
 
     def __init__(
@@ -114,7 +137,15 @@ class Memory:
         leg_timeout: float = config.LEG_TIMEOUT,
         create: bool = True,
         check_embedder: bool = True,
+        llm: str | ChatModel | None = None,
+        reranker: str | Reranker | None = None,
     ) -> None:
+        # an explicit LLM is built now, so a missing key fails here; the environment's is built on
+        # first use, and an unusable one only turns into a note (it must not break ingest or search)
+        self._llm: ChatModel | None = resolve_llm(llm) if llm is not None else None
+        self._llm_ready = llm is not None
+        self._llm_note: str | None = 'no LLM (switched off with llm="none")' if self._llm_ready and self._llm is None else None
+        self._reranker = self._check_reranker(reranker if reranker is not None else os.environ.get(RERANKER_ENV) or "auto")
         self.path = str(path if path is not None else config.DEFAULT_DB)
         self.namespace = self._check_namespace(namespace)
         self.chunk_size = chunk_size
@@ -165,6 +196,48 @@ class Memory:
 
     def _ns(self, namespace: str | None) -> str:
         return self.namespace if namespace is None else self._check_namespace(namespace)
+
+    @staticmethod
+    def _check_reranker(choice: str | Reranker) -> str | Reranker:
+        if isinstance(choice, str):
+            c = choice.strip().lower()
+            if c not in _RERANKERS:
+                raise ValidationError(f"unknown reranker {choice!r}; use {', '.join(_RERANKERS)}", field="reranker")
+            return c
+        if isinstance(choice, Reranker):
+            return choice
+        raise ValidationError(f"a reranker is one of {', '.join(_RERANKERS)} or a Reranker, got {choice!r}",
+                              field="reranker")
+
+    @property
+    def llm(self) -> ChatModel | None:
+        """The configured chat model; None when there is none (offline paths)."""
+        if not self._llm_ready:
+            try:
+                self._llm = resolve_llm(None)
+            except HybridMemError as e:
+                self._llm_note = f"{LLM_ENV} is set but unusable ({e})"
+                log.warning("%s", self._llm_note)
+            self._llm_ready = True
+        return self._llm
+
+    def _pick_llm(self, llm: str | ChatModel | None) -> tuple[ChatModel | None, str]:
+        """The model for one call and, when there is none, why."""
+        if llm is None:
+            model = self.llm
+            return model, self._llm_note or _NO_LLM
+        return resolve_llm(llm), 'no LLM (switched off with llm="none")'
+
+    def _pick_reranker(self, choice: str | None, llm: ChatModel | None, why_no_llm: str) -> tuple[Reranker, str | None]:
+        pick = choice if choice is not None else self._reranker
+        if not isinstance(pick, str):
+            return pick, None
+        if pick == "identifier":
+            return IdentifierReranker(), None
+        if llm is not None:
+            return LLMReranker(llm), None
+        asked = " instead of the LLM reranker asked for" if pick == "llm" else ""
+        return IdentifierReranker(), f"{why_no_llm}: offline identifier reranker used{asked}"
 
     @property
     def embedder(self) -> Embedder:
@@ -516,7 +589,107 @@ class Memory:
         """Run a query of the contract. ``request`` may be a QueryRequest, its dict, or the search
         text (then keyword arguments fill the other fields: top_k, mode, metadata_filter, ...)."""
         req = self._request(request, **kwargs)
-        return self.searcher.search(req, self._ns(req.namespace))
+        ns = self._ns(req.namespace)
+        if not req.wants_rerank:
+            return self.searcher.search(req, ns)
+        llm, why = self._pick_llm(None)
+        return self._reranked_search(req, ns, llm, why)
+
+    def _reranked_search(self, req: QueryRequest, ns: str, llm: ChatModel | None, why_no_llm: str,
+                         *, note_no_llm: bool = True) -> QueryResponse:
+        """Fused candidates (``effective_fetch_k(rerank=True)`` of them), reordered, cut to top_k.
+        ``rrf_score`` stays the fused score; any reranker failure keeps the fused order."""
+        t0 = time.perf_counter()
+        depth = req.effective_fetch_k(rerank=True)
+        resp = self.searcher.search(req, ns, fetch_k=depth, keep=depth)
+        reranker, note = self._pick_reranker(req.reranker, llm, why_no_llm)
+        n = len(resp.results)
+        try:
+            outcome = reranker.rerank(req.search_text, resp.results)
+            if sorted(outcome.order) != list(range(n)):
+                raise ValueError(f"the reranker returned {outcome.order!r}, not a permutation of {n} candidates")
+        except Exception as e:  # a custom reranker must not sink the query either
+            log.warning("reranker %s failed: %s", getattr(reranker, "name", reranker), e)
+            outcome = RerankOutcome(list(range(n)), False, getattr(reranker, "name", type(reranker).__name__),
+                                    f"rerank failed, fused order kept: {type(e).__name__}: {e}")
+        resp.results = [resp.results[i] for i in outcome.order][: req.top_k]
+        resp.total_retrieved = len(resp.results)
+        resp.reranked, resp.reranker = outcome.reranked, outcome.reranker
+        notes = [x for x in (note if note_no_llm else None, outcome.note) if x]
+        resp.rerank_note = "; ".join(notes) or None
+        resp.usage = outcome.usage if outcome.usage is not None and outcome.usage.calls else None
+        resp.took_ms = round((time.perf_counter() - t0) * 1000, 3)
+        return resp
+
+    def ask(
+        self,
+        question: str,
+        *,
+        top_k: int = 5,
+        metadata_filter: dict[str, Any] | None = None,
+        llm: str | ChatModel | None = None,
+        rerank: bool = True,
+        namespace: str | None = None,
+        query_id: str | None = None,
+        reranker: str | None = None,
+    ) -> Answer:
+        """Answer ``question`` from the memory: retrieve (hybrid, reranked unless ``rerank=False``,
+        ``top_k`` chunks), then answer only from those chunks, citing ``[chunk_id]``s.
+
+        With an LLM (``llm=``, else the memory's): at most 3 sentences in the question's language;
+        cited ids are checked against the context and invented ones removed and flagged. Without
+        one, or if it fails: the extractive answerer (the best sentences of the usable chunks), or
+        an honest "not found". ``notes`` says which path ran and why.
+        """
+        t0 = time.perf_counter()
+        model, why_no_llm = self._pick_llm(llm)
+        data: dict[str, Any] = {"search_text": question, "top_k": top_k, "metadata_filter": metadata_filter or {},
+                                "mode": "rerank" if rerank else "hybrid", "namespace": namespace}
+        if query_id is not None:
+            data["query_id"] = query_id
+        if reranker is not None:
+            data["reranker"] = reranker
+        req = self._request(data)
+        ns = self._ns(req.namespace)
+        notes: list[str] = []
+        if rerank:
+            resp = self._reranked_search(req, ns, model, why_no_llm, note_no_llm=False)
+        else:
+            resp = self.searcher.search(req, ns)
+        if model is None:
+            offline = "identifier reranker, extractive answer" if resp.reranker == "identifier" else "extractive answer"
+            notes.append(f"{why_no_llm}: offline paths ({offline})")
+        if resp.rerank_note:
+            notes.append(f"rerank: {resp.rerank_note}")
+        usage = Usage().merge(resp.usage)
+        if model is None:
+            draft = extractive_answer(question, resp.results)
+        else:
+            try:
+                draft = llm_answer(question, resp.results, model)
+            except LLMError as e:
+                usage.merge(e.usage if isinstance(e.usage, Usage) else None)
+                draft = extractive_answer(question, resp.results)
+                notes.append(f"the LLM answer failed ({e}); extractive answer instead")
+        usage.merge(draft.usage)
+        notes += draft.notes
+        by_id = {r.chunk_id: r for r in resp.results}
+        return Answer(
+            query_id=req.query_id,
+            question=question,
+            answer=draft.answer,
+            found=draft.found,
+            citations=[Citation(chunk_id=c, doc_id=by_id[c].doc_id, source=by_id[c].source) for c in draft.cited],
+            invented_citations=draft.invented,
+            answerer=draft.answerer,
+            reranked=resp.reranked,
+            reranker=resp.reranker,
+            notes=notes,
+            usage=usage if usage.calls else None,
+            results=resp.results,
+            namespace=ns,
+            took_ms=round((time.perf_counter() - t0) * 1000, 3),
+        )
 
     @staticmethod
     def _request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:
@@ -582,6 +755,9 @@ class Memory:
     # ------------------------------------------------------------------ async twins
     async def asearch(self, request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryResponse:
         return await asyncio.to_thread(self.search, request, **kwargs)
+
+    async def aask(self, question: str, **kwargs: Any) -> Answer:
+        return await asyncio.to_thread(self.ask, question, **kwargs)
 
     async def aadd(self, text: str, **kwargs: Any) -> IngestReport:
         return await asyncio.to_thread(self.add, text, **kwargs)

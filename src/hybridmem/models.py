@@ -19,9 +19,19 @@ __all__ = [
     "Stats",
     "IngestReport",
     "Mode",
+    "RerankerChoice",
+    "LLMCall",
+    "Usage",
+    "Citation",
+    "Answer",
 ]
 
-Mode = Literal["bm25", "vector", "hybrid"]
+#: ``rerank`` = hybrid retrieval, then the fused candidates reordered by a reranker
+Mode = Literal["bm25", "vector", "hybrid", "rerank"]
+#: which reranker a request asks for: ``auto`` (the LLM when one is configured, else the offline
+#: identifier reranker), ``llm`` (falls back to ``identifier`` with a note when no LLM is
+#: configured) or ``identifier``
+RerankerChoice = Literal["auto", "llm", "identifier"]
 
 
 class HybridParams(BaseModel):
@@ -48,6 +58,10 @@ class QueryRequest(BaseModel):
     mode: Mode = "hybrid"
     fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K)
     namespace: str | None = Field(None, min_length=1, max_length=128)
+    #: rerank the fused candidates of ``mode`` (``mode: "rerank"`` is hybrid + ``rerank: true``)
+    rerank: bool = False
+    #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
+    reranker: RerankerChoice | None = None
 
     @field_validator("search_text")
     @classmethod
@@ -61,7 +75,7 @@ class QueryRequest(BaseModel):
     @model_validator(mode="after")
     def _weights(self) -> "QueryRequest":
         hp = self.hybrid_params
-        if self.mode == "hybrid" and hp.dense_weight == 0 and hp.sparse_weight == 0:
+        if self.mode in ("hybrid", "rerank") and hp.dense_weight == 0 and hp.sparse_weight == 0:
             raise ValueError("hybrid_params: dense_weight and sparse_weight cannot both be 0")
         if self.fetch_k is not None and self.fetch_k < self.top_k:
             raise ValueError(f"fetch_k ({self.fetch_k}) must be >= top_k ({self.top_k})")
@@ -72,6 +86,10 @@ class QueryRequest(BaseModel):
         if rerank:
             k = max(k, config.MIN_FETCH_K_RERANK)
         return min(max(k, self.top_k), config.MAX_FETCH_K)
+
+    @property
+    def wants_rerank(self) -> bool:
+        return self.rerank or self.mode == "rerank"
 
 
 class QueryResult(BaseModel):
@@ -102,6 +120,49 @@ class LegReport(BaseModel):
     error: str | None = None
 
 
+class LLMCall(BaseModel):
+    """One logical chat-model call (its retries included)."""
+
+    model: str
+    #: what the call was for: ``rerank``, ``answer``, or ``…:repair`` for the one repair attempt
+    purpose: str | None = None
+    #: as reported by the provider; None when it reported nothing
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    #: wall time of the call, retries and back-off sleeps included
+    latency_ms: float = 0.0
+    #: HTTP requests made (1 + retries)
+    attempts: int = 1
+    ok: bool = True
+    error: str | None = None
+
+
+class Usage(BaseModel):
+    """What the LLM calls behind one response cost, summed, with each call listed."""
+
+    calls: int = 0
+    http_requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    latency_ms: float = 0.0
+    per_call: list[LLMCall] = Field(default_factory=list)
+
+    def record(self, call: LLMCall) -> None:
+        self.calls += 1
+        self.http_requests += call.attempts
+        self.prompt_tokens += call.prompt_tokens or 0
+        self.completion_tokens += call.completion_tokens or 0
+        self.total_tokens = self.prompt_tokens + self.completion_tokens
+        self.latency_ms = round(self.latency_ms + call.latency_ms, 3)
+        self.per_call.append(call)
+
+    def merge(self, other: "Usage | None") -> "Usage":
+        for call in other.per_call if other is not None else ():
+            self.record(call)
+        return self
+
+
 class QueryResponse(BaseModel):
     query_id: str
     total_retrieved: int = 0
@@ -112,11 +173,50 @@ class QueryResponse(BaseModel):
     #: chunks of this namespace still waiting for their vector (invisible to the dense leg)
     pending_vectors: int = 0
     took_ms: float = 0.0
+    #: True when a reranker reordered the fused candidates (``rrf_score`` stays the fused score)
+    reranked: bool = False
+    #: the reranker used or attempted: ``identifier`` or ``llm:<provider>:<model>``
+    reranker: str | None = None
+    #: why the order is what it is when it is not plainly the reranker's (fallback, no LLM, ...)
+    rerank_note: str | None = None
+    #: LLM cost of this response; None when no LLM was called
+    usage: Usage | None = None
 
     @model_validator(mode="after")
     def _count(self) -> "QueryResponse":
         self.total_retrieved = len(self.results)
         return self
+
+
+class Citation(BaseModel):
+    chunk_id: str
+    doc_id: str
+    source: str | None = None
+
+
+class Answer(BaseModel):
+    """A grounded answer: only from the retrieved chunks, each used chunk cited as ``[chunk_id]``."""
+
+    query_id: str | None = None
+    question: str
+    answer: str
+    #: False when the answer is not in the retrieved chunks (the answer text then says so)
+    found: bool
+    #: the context chunks the answer cites, in order of first citation
+    citations: list[Citation] = Field(default_factory=list)
+    #: ids the model cited that are not in the context: removed from the answer text
+    invented_citations: list[str] = Field(default_factory=list)
+    #: ``llm:<provider>:<model>`` or ``extractive`` (the offline answerer)
+    answerer: str
+    reranked: bool = False
+    reranker: str | None = None
+    #: what a reader should know: no LLM configured, LLM failure and fallback, rerank notes, ...
+    notes: list[str] = Field(default_factory=list)
+    usage: Usage | None = None
+    #: the context the answer was drawn from (the retrieved, reranked chunks)
+    results: list[QueryResult] = Field(default_factory=list)
+    namespace: str = config.DEFAULT_NAMESPACE
+    took_ms: float = 0.0
 
 
 class Document(BaseModel):

@@ -47,22 +47,27 @@ class Searcher:
             )
         return flt
 
-    def search(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None) -> QueryResponse:
+    def search(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None,
+               keep: int | None = None) -> QueryResponse:
+        """``fetch_k``: depth of each leg (default ``req.effective_fetch_k()``); ``keep``: fused
+        results returned (default ``req.top_k``; a reranker asks for its whole candidate list)."""
         t0 = time.perf_counter()
         flt = self.validate_filter(namespace, req.metadata_filter)
         k = fetch_k or req.effective_fetch_k()
         hp = req.hybrid_params
+        # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
+        mode = "hybrid" if req.mode == "rerank" else req.mode
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
         allowed = self.allowed_for(namespace, flt) if flt is not None else None
         empty = allowed is not None and len(allowed) == 0
         legs: dict[str, Callable[[], list[LegHit]]] = {}
-        terms = query_tokens(req.search_text) if req.mode in ("bm25", "hybrid") else []
-        if req.mode in ("bm25", "hybrid"):
+        terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
+        if mode in ("bm25", "hybrid"):
             legs["bm25"] = lambda: [] if empty else self.sparse_search(namespace, terms, allowed, k)
-        if req.mode in ("vector", "hybrid"):
+        if mode in ("vector", "hybrid"):
             legs["dense"] = lambda: [] if empty else self.dense_search(namespace, req.search_text, allowed, k)
         # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
-        idents = [t for t in terms if is_identifier(t)] if req.mode == "hybrid" and hp.exact_weight > 0 else []
+        idents = [t for t in terms if is_identifier(t)] if mode == "hybrid" and hp.exact_weight > 0 else []
         if idents:
             # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
             legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
@@ -97,7 +102,7 @@ class Searcher:
         weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight, "exact": hp.exact_weight}
         fused = rrf([[r for r, _ in hits[n]] for n in order], k=hp.rrf_k_constant, weights=[weights[n] for n in order])
         # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
-        fused = [(r, s) for r, s in fused if s > 0][: req.top_k]
+        fused = [(r, s) for r, s in fused if s > 0][: keep or req.top_k]
         rows = self.store.fetch([r for r, _ in fused])
         rank_of = {n: {r: i for i, (r, _) in enumerate(hits[n], start=1)} for n in order}
         score_of = {n: dict(hits[n]) for n in order}
@@ -124,6 +129,6 @@ class Searcher:
             mode=req.mode,
             namespace=namespace,
             legs=reports,
-            pending_vectors=self.pending_count(namespace) if req.mode != "bm25" else 0,
+            pending_vectors=self.pending_count(namespace) if mode != "bm25" else 0,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
