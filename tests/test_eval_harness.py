@@ -68,7 +68,9 @@ def test_every_mode_scored_skips_explained_and_numbers_consistent(scifact_slice:
     cfg = EvalConfig(modes=("bm25", "vector", "hybrid", "rerank", "graph"), embedder="hash", cache_dir=tmp_path)
     res = run_eval(ds, cfg)
     modes = res["modes"]
-    assert modes["rerank"]["status"] == "skipped" and "LLM" in modes["rerank"]["note"]
+    assert modes["rerank"]["status"] == "ok" and modes["rerank"]["rerankers"] == {"identifier": 60}
+    assert any("no LLM configured" in n for n in res["notes"])
+    assert any(c["a"] == "rerank" and c["b"] == "hybrid" for c in res["comparisons"])
     assert modes["graph"]["status"] == "skipped" and modes["graph"]["note"]
     for m in ("bm25", "vector", "hybrid"):
         r = modes[m]

@@ -478,7 +478,7 @@ def demo(
 def eval_cmd(
     dataset: str = typer.Argument(..., help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/) or 'demo'."),
     modes: str = typer.Option("bm25,vector,hybrid,rerank,graph", "--modes", help="Comma-separated modes to evaluate."),
-    no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip the modes that need an LLM."),
+    no_rerank: bool = typer.Option(False, "--no-rerank", help="Skip mode rerank (the LLM, or offline identifier, reranker)."),
     split: str = typer.Option("test", "--split", help="Qrels split (qrels/<split>.tsv)."),
     embedder: str = typer.Option(config.DEFAULT_EMBEDDER, "--embedder", help="Embedder spec for the dataset's index."),
     top_k: int = typer.Option(10, "--top-k", help="Results per query for MRR/nDCG/Recall@≤10 and latency."),
@@ -488,6 +488,7 @@ def eval_cmd(
     cache_dir: Path = typer.Option(Path(".hybridmem") / "eval-cache", "--cache-dir", envvar="HYBRIDMEM_EVAL_CACHE",
                                    help="Where indexes and embeddings are cached between runs."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queries (a quick look)."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results JSON (without per-query scores)."),
 ) -> None:
     """Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."""
@@ -500,7 +501,7 @@ def eval_cmd(
         if no_rerank:
             wanted = [m for m in wanted if m != "rerank"]
         cfg = EvalConfig(modes=wanted, embedder=embedder, top_k=top_k, cache_dir=cache_dir,
-                         sweep=parse_sweep(sweep), metric=metric, limit=limit)
+                         sweep=parse_sweep(sweep), metric=metric, limit=limit, llm=llm)
         ds = load_dataset(dataset, split)
         target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}"
         with _progress() as prog:

@@ -36,7 +36,7 @@ from .references import references_for, targets_for
 __all__ = ["EvalConfig", "ALL_MODES", "parse_sweep", "run_eval", "open_index"]
 
 ALL_MODES = ("bm25", "vector", "hybrid", "rerank", "graph")
-SEARCH_MODES = ("bm25", "vector", "hybrid")
+SEARCH_MODES = ("bm25", "vector", "hybrid", "rerank")
 CURVE_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
 #: bump when the index a dataset builds would differ for the same corpus and embedder
 INDEX_FORMAT = 1
@@ -57,6 +57,9 @@ class EvalConfig:
     sweep: dict[str, list[float]] = field(default_factory=dict)
     metric: str = "ndcg@10"
     limit: int | None = None  # evaluate only the first N queries (quick looks; never for published numbers)
+    #: chat model for mode ``rerank`` (a spec); None = HYBRIDMEM_LLM, and without one the offline
+    #: identifier reranker runs (the report says which)
+    llm: str | None = None
     seed: int = 0
 
 
@@ -113,7 +116,7 @@ def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool, progress: Progr
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     info["index_s"] = round(time.perf_counter() - t0, 2)
-    mem = Memory(final / "memory.db", embedder=embedder, chunk_size=ds.chunk_size, auto_embed=False)
+    mem = Memory(final / "memory.db", embedder=embedder, chunk_size=ds.chunk_size, auto_embed=False, llm=cfg.llm)
     pending = mem.store.pending_count()
     t1 = time.perf_counter()
     if need_vectors and pending:
@@ -138,6 +141,8 @@ def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict
     curves: list[list[float]] = []
     lat: list[float] = []
     leg_trouble: dict[str, int] = {}
+    rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
+    rerank_notes: dict[str, int] = {}
     for qid, text in ds.queries.items():
         req: dict[str, Any] = {"query_id": qid, "search_text": text, "top_k": cfg.top_k, "mode": mode}
         if qid in ds.filters:
@@ -147,6 +152,10 @@ def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict
         t = time.perf_counter()
         resp = mem.search(req)
         lat.append((time.perf_counter() - t) * 1000)
+        if resp.reranker:
+            rerankers[resp.reranker] = rerankers.get(resp.reranker, 0) + (1 if resp.reranked else 0)
+        if resp.rerank_note:
+            rerank_notes[resp.rerank_note] = rerank_notes.get(resp.rerank_note, 0) + 1
         for leg, rep in resp.legs.items():
             if rep.status in ("error", "timeout"):
                 leg_trouble[f"{leg} {rep.status}"] = leg_trouble.get(f"{leg} {rep.status}", 0) + 1
@@ -170,6 +179,9 @@ def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict
                          "mean": round(float(a.mean()), 3)}
     if leg_trouble:
         out["leg_failures"] = leg_trouble
+    if rerankers or rerank_notes:
+        out["rerankers"] = rerankers
+        out["rerank_notes"] = rerank_notes
     return out
 
 
@@ -196,9 +208,6 @@ def _warm_query_vectors(mem: Memory, ds: Dataset, progress: Progress | None) -> 
 
 
 def _skip_note(mode: str, mem: Memory) -> str | None:
-    if mode == "rerank":
-        return ("skipped: reranking needs an LLM and none is configured (this build has no LLM layer yet); "
-                "fused order is what `hybrid` shows")
     if mode == "graph":
         return "skipped: no entity graph has been built for this store (GraphRAG layer not available yet)"
     return None
@@ -218,6 +227,12 @@ def _compare(modes: dict[str, dict], metric: str, seed: int) -> list[dict]:
             res = paired_test(a, b, seed=seed)
             label = f"hybrid vs best single leg ({m})" if m == best else f"hybrid vs {m}"
             out.append({"a": "hybrid", "b": m, "metric": met, "label": label, "best_single_leg": m == best, **res})
+    if modes.get("rerank", {}).get("status") == "ok":
+        for met in dict.fromkeys((metric, "mrr@10")):
+            a = [modes["rerank"]["per_query"][q][met] for q in qids]
+            b = [modes["hybrid"]["per_query"][q][met] for q in qids]
+            out.append({"a": "rerank", "b": "hybrid", "metric": met, "label": "rerank vs hybrid (fused order)",
+                        "best_single_leg": False, **paired_test(a, b, seed=seed)})
     return out
 
 
@@ -339,6 +354,11 @@ def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Datase
                 continue
             tick = progress(f"{mode} queries", len(ds.queries)) if progress else None
             modes[mode] = _run_mode(mem, ds, mode, cfg, tick=tick)
+            if mode == "rerank":
+                used = ", ".join(f"{name} (applied to {n} of {len(ds.queries)} queries)"
+                                 for name, n in modes[mode].get("rerankers", {}).items()) or "none"
+                notes.append(f"rerank: hybrid candidates reordered by {used}")
+                notes += [f"rerank: {note} ({n} queries)" for note, n in modes[mode].get("rerank_notes", {}).items()]
             if modes[mode].get("leg_failures"):
                 notes.append(f"{mode}: leg failures during the run {modes[mode]['leg_failures']}")
         sweep = _sweep(mem, ds, cfg, load_split or (lambda s: ds), progress) if cfg.sweep else None
