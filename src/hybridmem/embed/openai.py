@@ -3,7 +3,6 @@ LM Studio), standard library only."""
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import os
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbedderError, ValidationError
+from ..httputil import error_message, retry_after
 from .base import BaseEmbedder
 
 __all__ = ["OpenAIEmbedder", "DEFAULT_BASE_URL"]
@@ -167,9 +167,9 @@ class OpenAIEmbedder(BaseEmbedder):
                 return resp.read()
         except urllib.error.HTTPError as exc:
             status = exc.code
-            detail = _error_message(exc)
+            detail = error_message(exc)
             if status in _RETRYABLE_STATUS or status >= 500:
-                raise _Retryable(f"HTTP {status}: {detail}", _retry_after(exc.headers)) from None
+                raise _Retryable(f"HTTP {status}: {detail}", retry_after(exc.headers)) from None
             raise EmbedderError(f"{self.name}: {self.endpoint} returned HTTP {status}: {detail}") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, ssl.SSLCertVerificationError):
@@ -218,42 +218,6 @@ class OpenAIEmbedder(BaseEmbedder):
             return np.asarray(rows, dtype=np.float32)
         except (TypeError, ValueError):
             raise EmbedderError(f"{self.name}: embeddings contain non-numeric values") from None
-
-
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    """The server's own error text: OpenAI ``{"error": {"message"}}``, Ollama ``{"error": "..."}``."""
-    try:
-        raw = exc.read()
-    except Exception:  # the body is a courtesy; never let reading it mask the HTTP error
-        raw = b""
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        return text[:500] or (exc.reason if isinstance(exc.reason, str) else "") or "no error message"
-    if isinstance(payload, dict):
-        err = payload.get("error", payload.get("detail", payload.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message") or err
-        if err:
-            return str(err)[:500]
-    return text[:500]
-
-
-def _retry_after(headers: Any) -> float | None:
-    """``Retry-After`` in seconds (or an HTTP date); None when absent or unparsable."""
-    value = headers.get("Retry-After") if headers is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _keys(payload: Any) -> str:

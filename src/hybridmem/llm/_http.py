@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
-import email.utils
 import http.client
 import json
 import socket
 import ssl
-import time
 import urllib.error
 import urllib.request
 from typing import Any
 
 from ..errors import LLMError
+from ..httputil import error_message, retry_after
 from .retry import Retryable
 
 __all__ = ["HTTPStatusError", "post_json"]
@@ -42,9 +41,9 @@ def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout: 
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
-        status, detail = exc.code, _error_message(exc)
+        status, detail = exc.code, error_message(exc)
         if status in _RETRYABLE_STATUS or status >= 500:
-            raise Retryable(f"HTTP {status}: {detail}", _retry_after(exc.headers)) from None
+            raise Retryable(f"HTTP {status}: {detail}", retry_after(exc.headers)) from None
         hint = f" ({auth_hint})" if status in (401, 403) and auth_hint else ""
         raise HTTPStatusError(f"{what}: {url} returned HTTP {status}: {detail}{hint}", status) from None
     except urllib.error.URLError as exc:
@@ -66,38 +65,3 @@ def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout: 
     return payload
 
 
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    """The server's own error text: OpenAI/Gemini/Anthropic ``{"error": {"message"}}``,
-    Ollama ``{"error": "..."}``, or the raw body."""
-    try:
-        raw = exc.read()
-    except Exception:  # the body is a courtesy; never let reading it mask the HTTP error
-        raw = b""
-    text = raw.decode("utf-8", "replace").strip()
-    try:
-        payload = json.loads(text)
-    except ValueError:
-        return text[:500] or (exc.reason if isinstance(exc.reason, str) else "") or "no error message"
-    if isinstance(payload, dict):
-        err = payload.get("error", payload.get("detail", payload.get("message")))
-        if isinstance(err, dict):
-            err = err.get("message") or err
-        if err:
-            return str(err)[:500]
-    return text[:500]
-
-
-def _retry_after(headers: Any) -> float | None:
-    """``Retry-After`` in seconds (or an HTTP date); None when absent or unparsable."""
-    value = headers.get("Retry-After") if headers is not None else None
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
