@@ -29,3 +29,18 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
         yield m
     finally:
         m.close()
+
+
+@pytest.fixture(scope="session")
+def scifact_bm25(tmp_path_factory: pytest.TempPathFactory):
+    """SciFact's test split (as ``hybridmem eval`` loads it) and a BM25-searchable Memory over its
+    5,183 abstracts, indexed whole: built once per session, shared by the BM25 and metrics oracles."""
+    from hybridmem.eval.datasets import load_dataset
+
+    ds = load_dataset(str(shared_path("data", "beir", "scifact")), "test")
+    m = Memory(tmp_path_factory.mktemp("scifact") / "sf.db", embedder="hash", chunk_size=None, auto_embed=False)
+    report = m.add_documents(ds.docs, batch_size=512)
+    try:
+        yield ds, m, report
+    finally:
+        m.close()

@@ -4,7 +4,6 @@ BM25 (rank_bm25) on the same tokens over SciFact, with a reference nDCG@10."""
 from __future__ import annotations
 
 import collections
-import json
 import math
 import time
 
@@ -18,9 +17,6 @@ from hybridmem.memory import _LANGS
 from hybridmem.text.chunk import chunk_text
 from hybridmem.text.tokenize import detect_language, query_tokens, tokenize
 
-from conftest import SHARED
-
-SCIFACT = SHARED / "data" / "beir" / "scifact"
 
 
 # ---------------------------------------------------------------- query syntax never leaks
@@ -105,23 +101,11 @@ def _ndcg10(ranked: list[str], rel: dict[str, int]) -> float:
 
 
 @pytest.fixture(scope="module")
-def scifact(tmp_path_factory):
-    if not (SCIFACT / "corpus.jsonl").exists() or not (SCIFACT / "qrels" / "test.tsv").exists():
-        pytest.skip(f"SciFact missing at {SCIFACT}")
+def scifact(scifact_bm25):
     rank_bm25 = pytest.importorskip("rank_bm25")
     t0 = time.perf_counter()
-    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8")]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (SCIFACT / "queries.jsonl").open(encoding="utf-8"))}
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (SCIFACT / "qrels" / "test.tsv").open(encoding="utf-8") as f:
-        next(f)  # header
-        for line in f:
-            qid, did, score = line.rstrip("\n").split("\t")
-            qrels[qid][did] = int(score)
-    docs = [{"id": d["_id"], "text": d["title"] + "\n\n" + d["text"]} for d in corpus]
-
-    m = Memory(tmp_path_factory.mktemp("scifact") / "sf.db", embedder="hash", chunk_size=None, auto_embed=False)
-    rep = m.add_documents(docs, batch_size=512)
+    ds, m, rep = scifact_bm25
+    queries, qrels, docs = ds.queries, ds.qrels, ds.docs
     assert len(rep.added) == len(docs) and rep.chunks_written == len(docs)
     ours = {qid: [r.doc_id for r in m.search(queries[qid], mode="bm25", top_k=10, fetch_k=10).results]
             for qid in qrels}
@@ -129,7 +113,6 @@ def scifact(tmp_path_factory):
     # the oracle: exactly the tokens Memory._prepare indexed: one chunk per document, tokenized in
     # the language Memory detected for it (recorded per chunk in the store)
     langs = dict(m.store._r.execute("SELECT doc_id, lang FROM chunks").fetchall())
-    m.close()
     assert len(langs) == len(docs) and set(langs.values()) <= _LANGS | {None}
     for d in docs[:50]:
         assert langs[d["id"]] == detect_language(d["text"])

@@ -4,21 +4,15 @@ the paired significance tests."""
 
 from __future__ import annotations
 
-import collections
-import json
 import math
 
 import numpy as np
 import pytest
 
-from hybridmem import Memory
 from hybridmem.eval.metrics import CUTOFFS, METRICS, means_by_category, paired_test, per_query, recall_curve
-
-from conftest import SHARED
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-SCIFACT = SHARED / "data" / "beir" / "scifact"
 N_QUERIES = 100  # the first test queries: enough to exercise every metric, indexing stays a few seconds
 TOL = 1e-6
 
@@ -35,30 +29,13 @@ def _dedupe(ids):
 
 # ---------------------------------------------------------------- oracle: pytrec_eval on a real run
 @pytest.fixture(scope="module")
-def scifact_run(tmp_path_factory):
-    if not (SCIFACT / "corpus.jsonl").exists() or not (SCIFACT / "qrels" / "test.tsv").exists():
-        pytest.skip(f"SciFact missing at {SCIFACT}")
-    corpus = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8")]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (SCIFACT / "queries.jsonl").open(encoding="utf-8"))}
-    qrels: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    with (SCIFACT / "qrels" / "test.tsv").open(encoding="utf-8") as f:
-        next(f)  # header
-        for line in f:
-            qid, did, score = line.rstrip("\n").split("\t")
-            qrels[qid][did] = int(score)
-    qrels = {qid: qrels[qid] for qid in list(qrels)[:N_QUERIES]}
-    docs = [{"id": d["_id"], "text": d["title"] + "\n\n" + d["text"]} for d in corpus]
-
-    m = Memory(tmp_path_factory.mktemp("scifact_eval") / "m.db", embedder="hash", chunk_size=None, auto_embed=False)
-    try:
-        rep = m.add_documents(docs, batch_size=512)
-        assert len(rep.added) == len(docs)
-        run = {}
-        for qid in qrels:
-            resp = m.search({"search_text": queries[qid], "top_k": 100, "mode": "bm25"})
-            run[qid] = _dedupe(r.doc_id for r in resp.results)
-    finally:
-        m.close()
+def scifact_run(scifact_bm25):
+    ds, m, _ = scifact_bm25
+    qrels = {qid: ds.qrels[qid] for qid in list(ds.qrels)[:N_QUERIES]}
+    run = {}
+    for qid in qrels:
+        resp = m.search({"search_text": ds.queries[qid], "top_k": 100, "mode": "bm25"})
+        run[qid] = _dedupe(r.doc_id for r in resp.results)
     return qrels, run
 
 
