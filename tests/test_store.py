@@ -665,3 +665,16 @@ def test_in_memory_bm25_equals_fts5_through_writes(mem):
     other.close()
     check("kafka retry billing")
     assert mem.search("storm", mode="bm25").results[0].doc_id == "fresh"
+
+
+def test_unpaired_surrogates_are_rejected_clearly(mem) -> None:
+    import pytest as _pytest
+
+    from hybridmem.errors import ValidationError as _VE
+
+    for kwargs, field in (({"text": "bad \udc00 text"}, "text"), ({"text": "ok", "metadata": {"k": "\udc00"}}, "metadata"),
+                          ({"text": "ok", "metadata": {"k\udc00": 1}}, "metadata")):
+        with _pytest.raises(_VE, match="surrogate") as e:
+            mem.add(**kwargs)
+        assert e.value.field == field
+    assert mem.stats().documents == 0

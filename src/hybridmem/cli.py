@@ -187,6 +187,8 @@ def _print_response(resp: QueryResponse) -> None:
     table.add_column("bm25", justify="right", no_wrap=True)
     table.add_column("dense", justify="right", no_wrap=True)
     table.add_column("exact", justify="right", no_wrap=True)
+    if "graph" in resp.legs:
+        table.add_column("graph", justify="right", no_wrap=True)
     table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
     table.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
     for i, r in enumerate(resp.results, start=1):
@@ -194,6 +196,7 @@ def _print_response(resp: QueryResponse) -> None:
         table.add_row(
             str(i), r.chunk_id, f"{r.rrf_score:.4f}",
             str(r.ranks.get("bm25", "–")), str(r.ranks.get("dense", "–")), str(r.ranks.get("exact", "–")),
+            *([str(r.ranks.get("graph", "–"))] if "graph" in resp.legs else []),
             r.source or "", snippet,
         )
     out.print(table)
@@ -229,13 +232,14 @@ _RERANKER_HELP = "auto (the LLM when configured, else identifier), llm or identi
 def search(
     text: Optional[str] = typer.Argument(None, help="What to look for."),
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k"),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25, vector or rerank (hybrid + rerank)."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."),
     rerank: bool = typer.Option(False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
     llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
     dense_weight: Optional[float] = typer.Option(None, "--dense-weight"),
     sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight"),
     rrf_k: Optional[float] = typer.Option(None, "--rrf-k"),
+    graph_weight: Optional[float] = typer.Option(None, "--graph-weight", help="Weight of the graph leg (hybrid)."),
     fetch_k: Optional[int] = typer.Option(None, "--fetch-k"),
     filters: list[str] = typer.Option([], "--filter", "-f", help="key=value equality filter (repeatable)."),
     filter_json: Optional[str] = typer.Option(None, "--filter-json", help='A filter object, e.g. {"severity": {"$gte": 2}}'),
@@ -268,7 +272,8 @@ def search(
         if rerank:
             data["rerank"] = True
         hp = dict(data.get("hybrid_params") or {})
-        for key, val in (("dense_weight", dense_weight), ("sparse_weight", sparse_weight), ("rrf_k_constant", rrf_k)):
+        for key, val in (("dense_weight", dense_weight), ("sparse_weight", sparse_weight), ("rrf_k_constant", rrf_k),
+                         ("graph_weight", graph_weight)):
             if val is not None:
                 hp[key] = val
         data["hybrid_params"] = hp
@@ -303,12 +308,25 @@ def ask(
     filter_json: Optional[str] = typer.Option(None, "--filter-json", help="A filter object (as in search)."),
     top_k: int = typer.Option(5, "--top-k", "-k", help="Chunks retrieved as the answer's context."),
     as_json: bool = typer.Option(False, "--json", help="Print the Answer as JSON (with the context chunks)."),
+    global_: bool = typer.Option(False, "--global", help="Corpus-wide: map-reduce over graph community summaries."),
+    level: Optional[int] = typer.Option(None, "--level", help="--global: community level (default: the top, 0)."),
 ) -> None:
     """Answer a question from the memory, citing the chunks used as [chunk_id].
 
     With an LLM: at most 3 sentences in the question's language, grounded in the retrieved chunks.
-    Without one (the default): the best sentences of the top chunks, or an honest "not found"."""
+    Without one (the default): the best sentences of the top chunks, or an honest "not found".
+    --global answers from the graph's community summaries (run `hybridmem graph build` first)."""
     try:
+        if global_:
+            from .graph.cli import print_global
+
+            with _open(create=False, llm=llm) as mem:
+                gans = mem.ask_global(question, level=level)
+            if as_json:
+                sys.stdout.write(gans.model_dump_json(indent=2) + "\n")
+            else:
+                print_global(gans)
+            return
         flt = _filter_option(filters, filter_json)
         with _open(create=False, llm=llm) as mem:
             ans = mem.ask(question, top_k=top_k, metadata_filter=flt, rerank=not no_rerank, reranker=reranker)
@@ -590,6 +608,11 @@ def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
             allm.setdefault(m, []).extend(row[m])
     t.add_row("all", str(len(allm["bm25"])), *(f"{sum(allm[m]) / len(allm[m]):.3f}" for m in ("bm25", "vector", "hybrid")))
     out.print(t)
+
+
+from .graph.cli import register as _register_graph  # noqa: E402  (the `graph` sub-app)
+
+_register_graph(app, sys.modules[__name__])
 
 
 def main() -> None:

@@ -95,13 +95,24 @@ def _check_metadata(meta: Any, where: str, depth: int = 0) -> None:
                     field=where,
                 )
             _check_metadata(v, where, depth + 1)
+            _check_text(k, where)
     elif isinstance(meta, list):
         for v in meta:
             _check_metadata(v, where, depth + 1)
+    elif isinstance(meta, str):
+        _check_text(meta, where)
     elif isinstance(meta, float) and not np.isfinite(meta):
         raise ValidationError("metadata numbers must be finite (no NaN or Infinity)", field=where)
     elif not (meta is None or isinstance(meta, (str, int, float, bool))):
         raise ValidationError(f"metadata value of type {type(meta).__name__} is not JSON", field=where)
+
+
+def _check_text(text: str, where: str) -> None:
+    """Strings must be encodable UTF-8: an unpaired surrogate ("\udc00") cannot be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{where}: text with an unpaired surrogate is not valid Unicode", field=where) from None
 
 
 def _check_id(ident: str, field: str = "id") -> str:
@@ -183,7 +194,9 @@ class Memory:
             allowed_for=self._allowed,
             pending_count=self.store.pending_count,
             leg_timeout=leg_timeout,
+            graph_search=self._graph_search,
         )
+        self._graph: Any = None
         if auto_embed and self.store.pending_count() > 0:
             self._start_worker()
 
@@ -281,6 +294,7 @@ class Memory:
             raise ValidationError(f"text of {len(text)} characters exceeds {config.MAX_TEXT_CHARS}", field="text")
         if "\x00" in text:
             raise ValidationError("text contains NUL characters (binary data?)", field="text")
+        _check_text(text, "text")
         _check_metadata(doc.metadata, "metadata")
         meta_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False, allow_nan=False)
         doc_id = _check_id(doc.id) if doc.id is not None else "mem-" + hashlib.sha1(text.encode()).hexdigest()[:12]
@@ -350,6 +364,12 @@ class Memory:
         with self._write_lock:
             res = self.store.write_documents(ns, list(seen.values()))
             self._apply(res)
+        written = set(res.added) | set(res.updated)
+        if written:  # graph staleness: existing entities the new chunks name (no-op without a graph)
+            try:
+                self.graph.on_write(ns, [c for p in seen.values() if p.doc_id in written for c in p.chunks])
+            except Exception as e:  # the write is committed; staleness marking must not fail it
+                log.warning("graph staleness marking failed: %s", e)
         if res.chunks_written and self.auto_embed:
             self._start_worker()
             self._wake.set()
@@ -475,26 +495,38 @@ class Memory:
         key = (ns, flt, self.store.chunk_version(ns))
         hit = self._allowed_cache.get(key)
         if hit is not None:
-            self._allowed_cache.move_to_end(key)
+            try:
+                self._allowed_cache.move_to_end(key)
+            except KeyError:  # evicted by another thread meanwhile: the value is still right
+                pass
             return hit
         rows = self.store.filter_rowids(ns, flt)
         rows.sort()
         self._allowed_cache[key] = rows
-        if len(self._allowed_cache) > 64:
-            self._allowed_cache.popitem(last=False)
+        while len(self._allowed_cache) > 64:
+            try:
+                self._allowed_cache.popitem(last=False)
+            except KeyError:  # emptied by another thread
+                break
         return rows
 
     def _query_vector(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)
         if v is not None:
-            self._qcache.move_to_end(text)
+            try:
+                self._qcache.move_to_end(text)
+            except KeyError:  # evicted by another thread meanwhile: the value is still right
+                pass
             return v
         v = self.embedder.embed_query(text)
         if v.shape != (self.embedder.dim,):
             raise EmbedderError(f"query vector has shape {v.shape}, expected ({self.embedder.dim},)")
         self._qcache[text] = v
-        if len(self._qcache) > 512:
-            self._qcache.popitem(last=False)
+        while len(self._qcache) > 512:
+            try:
+                self._qcache.popitem(last=False)
+            except KeyError:  # emptied by another thread
+                break
         return v
 
     def _dense_search(self, ns: str, text: str, allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
@@ -590,6 +622,8 @@ class Memory:
         text (then keyword arguments fill the other fields: top_k, mode, metadata_filter, ...)."""
         req = self._request(request, **kwargs)
         ns = self._ns(req.namespace)
+        if req.mode == "graph" and self.graph.gstore.state(ns) is None:
+            raise NotFoundError(f"namespace {ns!r} has no graph yet: run `hybridmem graph build` (mode graph needs it)")
         if not req.wants_rerank:
             return self.searcher.search(req, ns)
         llm, why = self._pick_llm(None)
@@ -705,7 +739,8 @@ class Memory:
             data = dict(request)
         else:
             raise ValidationError(f"a query is a string, a dict or a QueryRequest, got {type(request).__name__}")
-        hp = {k: kwargs.pop(k) for k in ("dense_weight", "sparse_weight", "rrf_k_constant") if k in kwargs}
+        hp = {k: kwargs.pop(k) for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight")
+              if k in kwargs}
         if hp:
             data["hybrid_params"] = {**data.get("hybrid_params", {}), **hp}
         data.update(kwargs)
@@ -715,6 +750,23 @@ class Memory:
             err = e.errors()[0]
             field = ".".join(str(p) for p in err["loc"]) or "request"
             raise ValidationError(err["msg"].removeprefix("Value error, "), field=field) from None
+
+    # ------------------------------------------------------------------ graph (hybridmem.graph)
+    @property
+    def graph(self) -> Any:
+        """The GraphRAG layer of this memory (:class:`hybridmem.graph.GraphRAG`), built on first use."""
+        if self._graph is None:
+            from .graph.rag import GraphRAG
+
+            self._graph = GraphRAG(self)
+        return self._graph
+
+    def _graph_search(self, ns: str, text: str, allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+        return self.graph.search_leg(ns, text, allowed, k)
+
+    def ask_global(self, question: str, **kwargs: Any) -> Any:
+        """A corpus-wide answer by map-reduce over community summaries (see ``GraphRAG.ask_global``)."""
+        return self.graph.ask_global(question, **kwargs)
 
     # ------------------------------------------------------------------ stats / lifecycle
     def stats(self, namespace: str | None = None) -> Stats:

@@ -26,8 +26,9 @@ __all__ = [
     "Answer",
 ]
 
-#: ``rerank`` = hybrid retrieval, then the fused candidates reordered by a reranker
-Mode = Literal["bm25", "vector", "hybrid", "rerank"]
+#: ``rerank`` = hybrid retrieval, then the fused candidates reordered by a reranker; ``graph`` = the
+#: local graph leg alone (entities named in the query → neighbourhood → chunks; needs `graph build`)
+Mode = Literal["bm25", "vector", "hybrid", "rerank", "graph"]
 #: which reranker a request asks for: ``auto`` (the LLM when one is configured, else the offline
 #: identifier reranker), ``llm`` (falls back to ``identifier`` with a note when no LLM is
 #: configured) or ``identifier``
@@ -43,6 +44,9 @@ class HybridParams(BaseModel):
     #: weight of the exact-identifier leg (hybrid mode, only when the query cites an identifier such
     #: as HEL-4040 or max_connections); 0 gives two-leg RRF
     exact_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
+    #: weight of the graph leg in hybrid mode (entities the query names → their neighbourhood →
+    #: chunks; only where `hybridmem graph build` ran); 0 leaves it out
+    graph_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
 
 
 class QueryRequest(BaseModel):

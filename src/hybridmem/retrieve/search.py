@@ -35,6 +35,8 @@ class Searcher:
     allowed_for: Callable[[str, Filter], np.ndarray]
     pending_count: Callable[[str], int]
     leg_timeout: float = 30.0
+    #: (namespace, query text, filter allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
+    graph_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
 
     def validate_filter(self, namespace: str, spec: dict) -> Filter | None:
         flt = parse_filter(spec)
@@ -71,6 +73,9 @@ class Searcher:
         if idents:
             # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
             legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
+        graph_search = self.graph_search
+        if graph_search is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
+            legs["graph"] = lambda: [] if empty else graph_search(namespace, req.search_text, allowed, k)
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()
@@ -98,8 +103,9 @@ class Searcher:
         for name in ("bm25", "dense"):
             reports.setdefault(name, LegReport(status="skipped"))
 
-        order = [n for n in ("bm25", "dense", "exact") if n in hits]
-        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight, "exact": hp.exact_weight}
+        order = [n for n in ("bm25", "dense", "exact", "graph") if n in hits]
+        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight, "exact": hp.exact_weight,
+                   "graph": 1.0 if mode == "graph" else hp.graph_weight}
         fused = rrf([[r for r, _ in hits[n]] for n in order], k=hp.rrf_k_constant, weights=[weights[n] for n in order])
         # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
         fused = [(r, s) for r, s in fused if s > 0][: keep or req.top_k]
@@ -129,6 +135,6 @@ class Searcher:
             mode=req.mode,
             namespace=namespace,
             legs=reports,
-            pending_vectors=self.pending_count(namespace) if mode != "bm25" else 0,
+            pending_vectors=self.pending_count(namespace) if mode not in ("bm25", "graph") else 0,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )

@@ -139,8 +139,10 @@ class SparseIndex:
             if not n_live or k <= 0:
                 return []
             alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].astype(bool)
-            dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
-            rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
+            # copies, not views: a view exports the array's buffer, and a concurrent apply() would then
+            # fail to append to it (BufferError) while this query scores outside the lock
+            dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total].copy()
+            rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total].copy()
             avgdl = self._total_len / n_live
             postings = [
                 (np.frombuffer(p[0], dtype=np.int32).copy(), np.frombuffer(p[1], dtype=np.int32).copy())
