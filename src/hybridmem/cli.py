@@ -610,6 +610,73 @@ def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
     out.print(t)
 
 
+@app.command()
+def serve(
+    host: Optional[str] = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1; others need API keys)."),
+    port: Optional[int] = typer.Option(None, "--port", help="Port (default 8080)."),
+    db: Optional[Path] = typer.Option(None, "--db", help="SQLite memory file (overrides the global --db)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", envvar="HYBRIDMEM_SERVER_CONFIG",
+                                               help="TOML or JSON server settings (API keys, limits)."),
+) -> None:
+    """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/documents, /metrics, /docs."""
+    try:
+        from .server.auth import check_bind
+        from .server.config import load_config
+        from .server.http import run_server
+
+        ns = state.namespace if state.namespace != config.DEFAULT_NAMESPACE else None  # the global --namespace
+        cfg = load_config(config_file, host=host, port=port, default_namespace=ns)
+        check_bind(cfg.host, cfg.api_keys)  # before opening anything: fail fast and clearly
+        if db is not None:
+            state.db = db
+        elif cfg.db and state.db == config.DEFAULT_DB:
+            state.db = Path(cfg.db)
+        from .server.embedding import CoalescingEmbedder
+        from .store.sqlite import SQLiteStore
+
+        spec = state.embedder or cfg.embedder
+        if spec is None and state.db.exists():  # the store's own embedder, as every command does
+            s = SQLiteStore(state.db, create=False)
+            name, _ = s.embedder_info()
+            s.close()
+            spec = _NAME_TO_SPEC.get(name, name) if name else None
+        # concurrent requests' query embeddings are computed in one batch (a bundled model's cost is per call)
+        emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
+        try:
+            emb.warm_up()
+            with Memory(state.db, embedder=emb, namespace=state.namespace, auto_embed=True) as mem:
+                err.print(f"hybridmem serving {state.db} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
+                          "key(s); OpenAPI at /docs)", highlight=False, markup=False, soft_wrap=True)
+                run_server(cfg, mem)
+        finally:
+            emb.close()
+    except ModuleNotFoundError as e:
+        err.print(f"[bold red]error:[/] the server needs its extra: pip install 'hybridmem[server]' (missing {e.name})")
+        raise typer.Exit(1) from None
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
+@app.command("mcp")
+def mcp_cmd(
+    transport: str = typer.Option("stdio", "--transport", help="stdio (default) or http (streamable HTTP)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="http transport: address (loopback only)."),
+    port: int = typer.Option(8765, "--port", help="http transport: port."),
+) -> None:
+    """Serve the memory to an agent over MCP: tools remember, recall, forget, ask; resource hybridmem://stats."""
+    try:
+        from .server.mcp import check_transport, run_mcp
+
+        check_transport(transport, host)  # before opening anything
+        with _open(create=True, auto_embed=True) as mem:
+            run_mcp(mem, transport=transport, host=host, port=port)
+    except ModuleNotFoundError as e:
+        err.print(f"[bold red]error:[/] the MCP server needs its extra: pip install 'hybridmem[server]' (missing {e.name})")
+        raise typer.Exit(1) from None
+    except HybridMemError as e:
+        raise _fail(e) from None
+
+
 from .graph.cli import register as _register_graph  # noqa: E402  (the `graph` sub-app)
 
 _register_graph(app, sys.modules[__name__])

@@ -1,0 +1,166 @@
+"""The MCP server as an agent reaches it: ``hybridmem mcp`` spawned as a subprocess and driven with
+the official ``mcp`` client SDK over stdio (and once over streamable HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from hybridmem import Memory
+
+TOOLS = {"remember", "recall", "forget", "ask"}
+
+
+def _server(db: Path, *extra: str) -> list[str]:
+    return ["-m", "hybridmem.cli", "--db", str(db), "--embedder", "hash", *extra, "mcp"]
+
+
+def _data(result: Any) -> dict:
+    """A tool result as JSON: the structured content, which the text content mirrors."""
+    assert not result.is_error, result.content
+    text = json.loads(result.content[0].text)
+    assert result.structured_content == text
+    return text
+
+
+async def _wait_vectors(session: ClientSession, uri: str = "hybridmem://stats") -> dict:
+    for _ in range(100):  # the background worker embeds (hash embedder: fast)
+        stats = json.loads((await session.read_resource(uri)).contents[0].text)
+        if stats["pending_vectors"] == 0:
+            return stats
+        await asyncio.sleep(0.1)
+    raise AssertionError("vectors never arrived")
+
+
+async def _stdio_session(db: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=_server(db, "--namespace", "agent-7"),
+                                   env={"PYTHONUNBUFFERED": "1"})
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as session:
+            init = await session.initialize()
+            assert init.server_info.name == "hybridmem" and "recall" in (init.instructions or "")
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert TOOLS <= set(tools)
+            assert {"search_text", "top_k", "hybrid_params", "metadata_filter"} <= set(tools["recall"].input_schema["properties"])
+
+            r = _data(await session.call_tool("remember", {
+                "text": "PostgreSQL connection pool exhaustion causes HTTP 504 timeouts. Increase max_connections to 200.",
+                "id": "doc_8832", "source": "wiki/infrastructure_troubleshooting.md",
+                "metadata": {"environment": "production", "service": "billing-service"}}))
+            assert r["added"] == ["doc_8832"] and r["id"] == "doc_8832" and r["namespace"] == "agent-7"
+            r = _data(await session.call_tool("remember", {"text": "Staging pool is 20 connections.",
+                                                           "id": "staging-pool", "metadata": {"environment": "staging"}}))
+            assert r["added"] == ["staging-pool"]
+            again = _data(await session.call_tool("remember", {"text": "Staging pool is 20 connections.",
+                                                               "id": "staging-pool", "metadata": {"environment": "staging"}}))
+            assert again["unchanged"] == ["staging-pool"]  # idempotent by id
+            stats = await _wait_vectors(session)
+            assert stats["documents"] == 2 and stats["namespace"] == "agent-7"
+
+            # recall speaks the contract (the reference request, verbatim)
+            contract = Path(__file__).resolve().parents[1].parent / "shared" / "contract" / "query_request.example.json"
+            req = json.loads(contract.read_text()) if contract.exists() else {
+                "query_id": "mem_req_99214", "search_text": "HTTP 504 gateway timeout postgres connection pool", "top_k": 5,
+                "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
+                "metadata_filter": {"environment": "production", "service": "billing-service"}}
+            resp = _data(await session.call_tool("recall", req))
+            assert resp["query_id"] == "mem_req_99214" and resp["total_retrieved"] == len(resp["results"]) == 1
+            hit = resp["results"][0]
+            assert hit["chunk_id"] == "doc_8832_p1" and hit["source"] == "wiki/infrastructure_troubleshooting.md"
+            assert set(hit["ranks"]) >= {"bm25", "dense"} and round(hit["rrf_score"], 4) == hit["rrf_score"]
+            resp = _data(await session.call_tool("recall", {"search_text": "pool connections", "mode": "bm25"}))
+            assert {h["doc_id"] for h in resp["results"]} == {"doc_8832", "staging-pool"} and resp["mode"] == "bm25"
+
+            # errors come back as tool errors with a clear message, and the session goes on
+            bad = await session.call_tool("recall", {"search_text": "x", "metadata_filter": {"region": "eu"}})
+            assert bad.is_error and "unknown metadata key 'region'" in bad.content[0].text
+            bad = await session.call_tool("recall", {"search_text": "x", "top_k": 0})
+            assert bad.is_error and "top_k" in bad.content[0].text
+            bad = await session.call_tool("remember", {"text": "   "})
+            assert bad.is_error and "empty" in bad.content[0].text
+
+            ans = await session.call_tool("ask", {"question": "What should I raise when HTTP 504 hits billing?"})
+            if hasattr(Memory, "ask"):
+                a = _data(ans)
+                assert a["found"] and "doc_8832_p1" in {c["chunk_id"] for c in a["citations"]}
+            else:
+                assert ans.is_error and "not available" in ans.content[0].text
+
+            gone = _data(await session.call_tool("forget", {"ids": ["staging-pool", "never-was"]}))
+            assert gone["deleted"] == ["staging-pool"] and gone["not_found"] == ["never-was"]
+            resp = _data(await session.call_tool("recall", {"search_text": "staging pool", "mode": "bm25"}))
+            assert "staging-pool" not in {h["doc_id"] for h in resp["results"]}
+
+            # the stats resource, also per namespace
+            uris = {str(r.uri) for r in (await session.list_resources()).resources}
+            assert "hybridmem://stats" in uris
+            other = json.loads((await session.read_resource("hybridmem://stats/elsewhere")).contents[0].text)
+            assert other["namespace"] == "elsewhere" and other["documents"] == 0
+
+
+def test_mcp_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    asyncio.run(asyncio.wait_for(_stdio_session(db), timeout=120))
+    with Memory(db, embedder="hash", auto_embed=False) as mem:  # it really was the store on disk
+        assert mem.get("doc_8832", namespace="agent-7")["n_chunks"] == 1
+        assert mem.stats("agent-7").documents == 1
+
+
+def test_mcp_over_streamable_http(tmp_path: Path) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http",
+                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    async def session() -> None:
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            assert TOOLS <= {t.name for t in (await s.list_tools()).tools}
+            assert _data(await s.call_tool("remember", {"text": "Kafka lag alert at 10k messages.", "id": "kafka"}))["added"]
+            hits = _data(await s.call_tool("recall", {"search_text": "kafka lag", "mode": "bm25"}))["results"]
+            assert hits[0]["doc_id"] == "kafka"
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        asyncio.run(asyncio.wait_for(session(), timeout=60))
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err
+
+
+def test_mcp_http_refuses_public_address(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http",
+                        "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "loopback only" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m.db").exists()  # refused before opening anything
+
+
+@pytest.mark.parametrize("transport", ["carrier-pigeon"])
+def test_mcp_unknown_transport(tmp_path: Path, transport: str) -> None:
+    r = subprocess.run([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", transport],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "unknown MCP transport" in r.stderr
