@@ -71,7 +71,10 @@ def test_every_mode_scored_skips_explained_and_numbers_consistent(scifact_slice:
     assert modes["rerank"]["status"] == "ok" and modes["rerank"]["rerankers"] == {"identifier": 60}
     assert any("no LLM configured" in n for n in res["notes"])
     assert any(c["a"] == "rerank" and c["b"] == "hybrid" for c in res["comparisons"])
-    assert modes["graph"]["status"] == "skipped" and modes["graph"]["note"]
+    # the graph is built offline on the cached index; its leg alone and fused into hybrid are scored
+    assert modes["graph"]["status"] == "ok" and modes["hybrid+graph"]["status"] == "ok"
+    assert any(n.startswith("graph: built") for n in res["notes"])
+    assert any(c["a"] == "hybrid+graph" for c in res["comparisons"])
     for m in ("bm25", "vector", "hybrid"):
         r = modes[m]
         assert r["status"] == "ok" and r["queries"] == 60 and len(r["per_query"]) == 60
@@ -174,10 +177,10 @@ def test_cli_writes_report_json_and_charts(scifact_slice: Path, tmp_path: Path) 
     r = _cli(str(scifact_slice), "--embedder", "hash", "--no-rerank", "--out", str(tmp_path / "out"),
              "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "hybrid vs best single leg" in r.stdout and "graph: skipped" in r.stdout
+    assert "hybrid vs best single leg" in r.stdout
     out = tmp_path / "out"
     data = json.loads((out / "results.json").read_text())
-    assert set(data["modes"]) == {"bm25", "vector", "hybrid", "graph"}  # --no-rerank drops rerank
+    assert set(data["modes"]) == {"bm25", "vector", "hybrid", "graph", "hybrid+graph"}  # --no-rerank drops rerank
     for png in ("metric_by_category.png", "recall_curve.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
