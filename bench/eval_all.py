@@ -55,11 +55,16 @@ def main() -> None:
             print(f"[{name}] {len(ds.docs)} docs, {len(ds.queries)} queries ...", flush=True)
             res = run_eval(ds, cfg, load_split=lambda s, spec=spec: load_dataset(spec, s))
             out = DOCS / "eval" / args.embedder.replace(":", "_") / name
-            write_report(res, out)
+            # docs keep every aggregate; per-query scores (megabytes on PIAF) stay out of the repository
+            write_report(slim(res), out)
             ok = {m: r["metrics"]["all"]["ndcg@10"] for m, r in res["modes"].items() if r.get("status") == "ok"}
             print(f"[{name}] {time.time() - t:.0f}s nDCG@10 " + ", ".join(f"{m} {v:.4f}" for m, v in ok.items()),
                   flush=True)
     write_summary()
+
+
+def slim(res: dict) -> dict:
+    return {**res, "modes": {m: {k: v for k, v in r.items() if k != "per_query"} for m, r in res["modes"].items()}}
 
 
 def write_summary() -> None:
