@@ -98,6 +98,12 @@ async def _stdio_session(db: Path) -> None:
             else:
                 assert ans.is_error and "not available" in ans.content[0].text
 
+            # corpus-wide questions: the graph is built offline on first use, in this namespace only
+            g = _data(await session.call_tool("graph_global", {"question": "How are connection pools sized?"}))
+            assert g["answer"] and g["question"] == "How are connection pools sized?"
+            bad = await session.call_tool("graph_global", {"question": ""})
+            assert bad.is_error
+
             gone = _data(await session.call_tool("forget", {"ids": ["staging-pool", "never-was"]}))
             assert gone["deleted"] == ["staging-pool"] and gone["not_found"] == ["never-was"]
             resp = _data(await session.call_tool("recall", {"search_text": "staging pool", "mode": "bm25"}))

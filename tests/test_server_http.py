@@ -396,3 +396,30 @@ def test_factory_memory_is_opened_at_startup_and_closed_at_shutdown(tmp_path: Pa
         assert c.post("/v1/memories", json={"memories": [{"id": "f", "text": "factory fact"}]}).status_code == 200
         assert len(opened) == 1 and not opened[0].closed
     assert opened[0].closed  # closed at shutdown
+
+
+# ---------------------------------------------------------------------------------------------- graph
+
+
+def test_graph_endpoints_build_status_global_and_tenancy(srv: LiveServer, a: httpx.Client) -> None:
+    r = a.post("/v1/graph/build", json={})
+    assert r.status_code == 200, r.text
+    rep = r.json()
+    assert rep["namespace"] == "team-a" and rep["entities"] > 0 and rep["llm_calls"] == 0
+    st = a.get("/v1/graph/status").json()
+    assert st["built"] and st["stale_communities"] == 0 and st["entities"] == rep["entities"]
+    ans = a.post("/v1/graph/global", json={"question": "Which services have connection pool or cache problems?"})
+    assert ans.status_code == 200, ans.text
+    body = ans.json()
+    assert body["answer"] and set(body) >= {"question", "answer", "found"}
+    # only team-a's chunks can be cited
+    cited = json.dumps(body)
+    assert "team b secret" not in cited and "b1_p1" not in cited
+    up = a.post("/v1/graph/update", json={}).json()
+    assert up["llm_calls"] == 0
+    # another tenant's graph is out of reach, and bad input names its field
+    assert_error(a.post("/v1/graph/build", json={"namespace": "team-b"}), 403, "forbidden", "namespace")
+    assert_error(a.get("/v1/graph/status", params={"namespace": "team-b"}), 403, "forbidden")
+    assert_error(a.post("/v1/graph/global", json={"question": ""}), 422)
+    assert_error(a.post("/v1/graph/global", json={"question": "x", "level": -1}), 422)
+    assert_error(a.post("/v1/graph/build", json={"bogus": 1}), 422)

@@ -128,6 +128,25 @@ class AnswerRequest(BaseModel):
     query_id: str | None = Field(None, max_length=256)
 
 
+class GraphBuildRequest(BaseModel):
+    """Build or refresh the namespace's entity graph offline (rules + extractive summaries, or the
+    server's LLM when one is configured). ``update`` redoes only what changed since the last run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = Field(None, min_length=1, max_length=128)
+
+
+class GraphGlobalRequest(BaseModel):
+    """A corpus-wide question answered by map-reduce over community summaries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(..., min_length=1, max_length=core_config.MAX_QUERY_CHARS)
+    level: int | None = Field(None, ge=0, le=16, description="Community level (default: the top, 0).")
+    namespace: str | None = Field(None, min_length=1, max_length=128)
+
+
 class Health(BaseModel):
     status: Literal["ok"]
     version: str
@@ -447,6 +466,34 @@ def create_app(memory_or_factory: MemoryOrFactory, config: ServerConfig | None =
                 raise ValidationError("must be a JSON object", field="metadata")
         uploads = [(f.filename or f"upload-{i}.txt", await f.read()) for i, f in enumerate(files)]
         return await runner.write(_ingest_uploads, memory(), uploads, ns, meta, id)
+
+    # ------------------------------------------------------------------ graph (GraphRAG)
+    def graph_json(obj: Any) -> Response:
+        return Response(obj.model_dump_json(), media_type="application/json")
+
+    @app.post("/v1/graph/build", tags=["graph"], responses=_errors(401, 403, 413, 422, 504))
+    async def graph_build(body: GraphBuildRequest, p: Principal = Depends(principal)) -> Response:
+        """Extract every chunk of the namespace, detect communities, summarize them (a full rebuild)."""
+        ns = p.namespace(body.namespace)
+        return graph_json(await runner(memory().graph.build, ns))
+
+    @app.post("/v1/graph/update", tags=["graph"], responses=_errors(401, 403, 413, 422, 504))
+    async def graph_update(body: GraphBuildRequest, p: Principal = Depends(principal)) -> Response:
+        """Incremental refresh: re-extract changed chunks, re-summarize only changed communities."""
+        ns = p.namespace(body.namespace)
+        return graph_json(await runner(memory().graph.update, ns))
+
+    @app.get("/v1/graph/status", tags=["graph"], responses=_errors(401, 403, 422, 504))
+    async def graph_status(namespace: str | None = ns_query, p: Principal = Depends(principal)) -> Response:
+        """Entities, relations, fresh and stale communities, summary ages."""
+        ns = p.namespace(namespace)
+        return graph_json(await runner(memory().graph.status, ns))
+
+    @app.post("/v1/graph/global", tags=["graph"], responses=_errors(401, 403, 404, 413, 422, 504))
+    async def graph_global(body: GraphGlobalRequest, p: Principal = Depends(principal)) -> Response:
+        """A corpus-wide answer from community summaries, citing community and chunk ids."""
+        ns = p.namespace(body.namespace)
+        return graph_json(await runner(memory().graph.ask_global, body.question, level=body.level, namespace=ns))
 
     # ------------------------------------------------------------------ introspection
     @app.get("/v1/stats", response_model=Stats, tags=["introspection"], responses=_errors(401, 403, 422, 504))

@@ -116,6 +116,23 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
             raise fail(e) from None
         return ans.model_dump(mode="json")
 
+    @server.tool(description="Answer a corpus-wide question (\"how do all services handle timeouts?\") "
+                             "by map-reduce over the entity graph's community summaries; cites community "
+                             "and chunk ids. Needs a graph: it is built offline on first use.")
+    def graph_global(
+        question: Annotated[str, Field(min_length=1, description="The corpus-wide question.")],
+        level: Annotated[int | None, Field(None, ge=0, le=16, description="Community level (0 = top).")] = None,
+        namespace: Namespace = None,
+    ) -> dict[str, Any]:
+        ns = namespace or default_ns
+        try:
+            if memory.graph.status(ns).built is False:
+                memory.graph.build(ns)
+            ans = memory.graph.ask_global(question, level=level, namespace=ns)
+        except HybridMemError as e:
+            raise fail(e) from None
+        return ans.model_dump(mode="json")
+
     def _stats(ns: str) -> str:
         try:
             return memory.stats(ns).model_dump_json(indent=2)
