@@ -14,7 +14,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,6 +36,7 @@ from .errors import (
 from .llm.base import LLM_ENV, ChatModel, resolve_llm
 from .models import Answer, Citation, Document, IngestReport, QueryRequest, QueryResponse, Stats, Usage
 from .rerank import IdentifierReranker, LLMReranker, Reranker, RerankOutcome
+from .retrieve.cache import LRU
 from .retrieve.dense import DenseIndex
 from .retrieve.filters import MAX_KEY_LEN, Filter
 from .retrieve.sparse import SparseIndex
@@ -177,11 +177,11 @@ class Memory:
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
         self._indexes: dict[str, DenseIndex] = {}
         self._sparse: dict[str, SparseIndex] = {}
-        self._allowed_cache: OrderedDict[tuple[str, Filter, int], np.ndarray] = OrderedDict()
+        self._allowed_cache = LRU(64)  # (namespace, filter, chunk version) -> allowed rowids
         self._index_lock = threading.Lock()
         self._write_lock = threading.RLock()
         self._embed_lock = threading.Lock()
-        self._qcache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._qcache = LRU(512)  # query text -> query vector
         self._worker: threading.Thread | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -495,38 +495,20 @@ class Memory:
         key = (ns, flt, self.store.chunk_version(ns))
         hit = self._allowed_cache.get(key)
         if hit is not None:
-            try:
-                self._allowed_cache.move_to_end(key)
-            except KeyError:  # evicted by another thread meanwhile: the value is still right
-                pass
             return hit
         rows = self.store.filter_rowids(ns, flt)
         rows.sort()
-        self._allowed_cache[key] = rows
-        while len(self._allowed_cache) > 64:
-            try:
-                self._allowed_cache.popitem(last=False)
-            except KeyError:  # emptied by another thread
-                break
+        self._allowed_cache.put(key, rows)
         return rows
 
     def _query_vector(self, text: str) -> np.ndarray:
         v = self._qcache.get(text)
         if v is not None:
-            try:
-                self._qcache.move_to_end(text)
-            except KeyError:  # evicted by another thread meanwhile: the value is still right
-                pass
             return v
         v = self.embedder.embed_query(text)
         if v.shape != (self.embedder.dim,):
             raise EmbedderError(f"query vector has shape {v.shape}, expected ({self.embedder.dim},)")
-        self._qcache[text] = v
-        while len(self._qcache) > 512:
-            try:
-                self._qcache.popitem(last=False)
-            except KeyError:  # emptied by another thread
-                break
+        self._qcache.put(text, v)
         return v
 
     def _dense_search(self, ns: str, text: str, allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:

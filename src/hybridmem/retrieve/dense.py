@@ -15,6 +15,8 @@ import threading
 
 import numpy as np
 
+from .cache import ArrayKeyedCache
+
 __all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
 
 #: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
@@ -39,7 +41,7 @@ class DenseIndex:
         self._hnsw_failed = False
         self._building = False
         self._generation = 0  # bumped when positions change (load, compaction)
-        self._masks: dict[int, tuple] = {}  # id(allowed) -> (allowed, (generation, version), n, positions)
+        self._masks = ArrayKeyedCache()  # allowed rowids -> positions of the allowed live rows
 
     def __len__(self) -> int:
         return int(self._alive[: self._n].sum())
@@ -205,13 +207,11 @@ class DenseIndex:
                            alive: np.ndarray) -> np.ndarray:
         """Positions of the live rows ``allowed`` names, cached per allowed array (Memory hands the same
         array for a repeated filter until the chunks change) and index state."""
-        hit = self._masks.get(id(allowed))
-        if hit is not None and hit[0] is allowed and hit[1] == gen and hit[2] == n:
-            return hit[3]
+        hit = self._masks.get(allowed, (gen, n))
+        if hit is not None:
+            return hit
         cand = np.flatnonzero(np.isin(rowids[:n], allowed) & alive[:n])
-        if len(self._masks) >= 16:
-            self._masks.pop(next(iter(self._masks)))
-        self._masks[id(allowed)] = (allowed, gen, n, cand)
+        self._masks.put(allowed, (gen, n), cand)
         return cand
 
     @staticmethod

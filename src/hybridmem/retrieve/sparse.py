@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from .cache import ArrayKeyedCache
+
 __all__ = ["SparseIndex", "K1", "B"]
 
 K1 = 1.2
@@ -36,7 +38,7 @@ class SparseIndex:
         self._pos: dict[int, int] = {}
         self._total_len = 0.0
         self._sorted = True  # rowids non-decreasing: SQLite may re-use the rowid of a deleted last row
-        self._masks: dict[int, tuple[np.ndarray, tuple, np.ndarray]] = {}  # id(allowed) -> (allowed, state, mask)
+        self._masks = ArrayKeyedCache()  # allowed rowids -> boolean mask of allowed live positions
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -109,9 +111,9 @@ class SparseIndex:
         """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
         same array for a repeated filter until chunks change) and index state. Caller holds the lock."""
         key = (self.version, n_total)  # every committed change bumps the version
-        hit = self._masks.get(id(allowed))
-        if hit is not None and hit[0] is allowed and hit[1] == key:
-            return hit[2]
+        hit = self._masks.get(allowed, key)
+        if hit is not None:
+            return hit
         # rowids are appended in increasing order (a re-used rowid repeats: its last entry is the live
         # one), so positions come from a vectorised binary search
         want = np.asarray(allowed, dtype=np.int64)
@@ -125,9 +127,7 @@ class SparseIndex:
         else:
             mask = np.isin(rowids, want)
         mask &= alive
-        if len(self._masks) >= 16:
-            self._masks.pop(next(iter(self._masks)))
-        self._masks[id(allowed)] = (allowed, key, mask)
+        self._masks.put(allowed, key, mask)
         return mask
 
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
