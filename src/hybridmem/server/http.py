@@ -33,7 +33,7 @@ from ..errors import HybridMemError, NotFoundError, ValidationError
 from ..models import Document, IngestReport, QueryRequest, QueryResponse, Stats
 from .auth import AuthError, KeyRing, Principal, check_bind
 from .config import ServerConfig
-from .limits import ERROR_KEY, BodySizeLimit, Runner, StoreBusyError
+from .limits import ERROR_KEY, BodySizeLimit, Runner, StartTracker, StoreBusyError
 from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
 
 try:  # the grounded-answer model lands with the LLM layer
@@ -272,18 +272,11 @@ class CatchAll:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracking_send(msg: Any) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
+        tracked = StartTracker(send)
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, tracked)
         except Exception as e:
-            if started or isinstance(e, StarletteHTTPException):
+            if tracked.started or isinstance(e, StarletteHTTPException):
                 raise
             log.error("%s %s failed", scope.get("method"), scope.get("path"), exc_info=e)
             scope[ERROR_KEY] = "internal_error"

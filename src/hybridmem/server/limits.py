@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import HybridMemError, StoreError
 
-__all__ = ["BodySizeLimit", "PayloadTooLarge", "RequestTimeoutError", "StoreBusyError", "Runner", "is_locked"]
+__all__ = ["BodySizeLimit", "StartTracker", "PayloadTooLarge", "RequestTimeoutError", "StoreBusyError", "Runner", "is_locked"]
 
 T = TypeVar("T")
 #: scope key where an error response records its type, for the metrics
@@ -46,6 +46,20 @@ class PayloadTooLarge(HTTPException):
         self.limit = limit
 
 
+class StartTracker:
+    """An ASGI ``send`` that remembers whether the response has started: after that, a failure can
+    no longer be turned into an error response."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, msg: Message) -> None:
+        if msg["type"] == "http.response.start":
+            self.started = True
+        await self._send(msg)
+
+
 class BodySizeLimit:
     """Reject bodies over ``limit`` bytes (``upload_limit`` for ``upload_paths``) with 413: at once
     when Content-Length says so, else while the body streams in."""
@@ -68,7 +82,6 @@ class BodySizeLimit:
                 await self._reject(scope, send, limit)
                 return
         seen = 0
-        started = False
 
         async def limited_receive() -> Message:
             nonlocal seen
@@ -79,16 +92,11 @@ class BodySizeLimit:
                     raise PayloadTooLarge(limit)
             return msg
 
-        async def tracking_send(msg: Message) -> None:
-            nonlocal started
-            if msg["type"] == "http.response.start":
-                started = True
-            await send(msg)
-
+        tracked = StartTracker(send)
         try:
-            await self.app(scope, limited_receive, tracking_send)
+            await self.app(scope, limited_receive, tracked)
         except PayloadTooLarge:
-            if started:
+            if tracked.started:
                 raise
             await self._reject(scope, send, limit)
 
