@@ -365,7 +365,7 @@ class Memory:
             res = self.store.write_documents(ns, list(seen.values()))
             self._apply(res)
         written = set(res.added) | set(res.updated)
-        if written:  # graph staleness: existing entities the new chunks name (no-op without a graph)
+        if written and self.store.has_graph(ns):  # graph staleness: existing entities the new chunks name
             try:
                 self.graph.on_write(ns, [c for p in seen.values() if p.doc_id in written for c in p.chunks])
             except Exception as e:  # the write is committed; staleness marking must not fail it

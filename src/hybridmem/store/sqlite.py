@@ -663,6 +663,11 @@ class SQLiteStore:
         rows = self._r.execute(f"SELECT id FROM chunks WHERE ns_id=? AND {where}", [ns, *params]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    def has_graph(self, namespace: str) -> bool:
+        """True once ``graph build`` ran for the namespace (cheap: no graph module is loaded)."""
+        ns = self._ns_id(namespace)
+        return ns is not None and self._r.execute("SELECT 1 FROM graph_state WHERE ns_id=?", (ns,)).fetchone() is not None
+
     def metadata_keys(self, namespace: str) -> set[str]:
         ns = self._ns_id(namespace)
         if ns is None:
