@@ -44,3 +44,24 @@ def scifact_bm25(tmp_path_factory: pytest.TempPathFactory):
         yield ds, m, report
     finally:
         m.close()
+
+
+# ---------------------------------------------------------------- PostgreSQL (tests/pg_utils.py)
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """The URL of a fresh, empty database on the session's PostgreSQL (pgvector available)."""
+    from pg_utils import server
+
+    srv = server()
+    url = srv.new_database()
+    try:
+        yield url
+    finally:
+        srv.drop_database(url)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import sys
+
+    if "pg_utils" in sys.modules:
+        sys.modules["pg_utils"].stop_server()
