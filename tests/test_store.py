@@ -1,5 +1,7 @@
-"""The Memory facade over the SQLite store: writes, updates, deletes, namespaces, filters, the
-contract, validation, async, and leg isolation. Uses the deterministic hash embedder."""
+"""The store contract suite: the Memory facade over each backend (an SQLite file, a PostgreSQL
+database) — writes, updates, deletes, namespaces, filters, the contract, validation, async, and leg
+isolation. Every test taking ``mem`` or ``target`` runs once per backend (PostgreSQL 18 + pgvector
+from tests/pg_utils.py; CI requires it). Uses the deterministic hash embedder."""
 
 from __future__ import annotations
 
@@ -28,6 +30,22 @@ from hybridmem.text.chunk import chunk_text
 from conftest import shared_path
 
 MODES = ("bm25", "vector", "hybrid")
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def target(request, tmp_path):
+    """Where a store lives: an SQLite file path, or the URL of a fresh PostgreSQL database."""
+    return tmp_path / "m.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def mem(target):
+    m = Memory(target, embedder="hash", auto_embed=False)
+    try:
+        yield m
+    finally:
+        m.close()
 
 
 def ids(resp) -> list[str]:
@@ -324,8 +342,8 @@ def test_invalid_metadata_rejected(mem):
 
 
 # ---------------------------------------------------------------- the store file
-def test_store_records_the_embedder(tmp_path):
-    path = tmp_path / "e.db"
+def test_store_records_the_embedder(target):
+    path = target
     with Memory(path, embedder="hash", auto_embed=False) as m:
         m.add("hello world")
         m.wait_for_vectors()
@@ -367,8 +385,8 @@ def test_directory_and_missing_store(tmp_path):
         Memory(tmp_path / "absent.db", embedder="hash", create=False)
 
 
-def test_data_survives_reopen(tmp_path):
-    path = tmp_path / "p.db"
+def test_data_survives_reopen(target):
+    path = target
     with Memory(path, embedder="hash", auto_embed=False) as m:
         m.add("persistent capybara fact", id="c", metadata={"k": 1})
     with Memory(path, embedder="hash", auto_embed=False) as m:
@@ -422,8 +440,8 @@ def test_query_before_first_vector_then_embed(mem, mode):
     assert mem.search("okapi", mode="vector").legs["dense"].returned == 2
 
 
-def test_background_worker_embeds(tmp_path):
-    with Memory(tmp_path / "w.db", embedder="hash", auto_embed=True) as m:
+def test_background_worker_embeds(target):
+    with Memory(target, embedder="hash", auto_embed=True) as m:
         m.add_documents([{"text": f"note number {i} about storage"} for i in range(20)])
         deadline = time.monotonic() + 20
         while m.stats().pending_vectors and time.monotonic() < deadline:

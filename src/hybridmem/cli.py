@@ -16,6 +16,7 @@ from . import config
 from .errors import HybridMemError, NotFoundError, ValidationError
 from .memory import Memory
 from .models import Answer, Document, QueryResponse, Usage
+from .store import display_target, open_store, store_exists
 
 app = typer.Typer(
     add_completion=False,
@@ -30,7 +31,7 @@ _NAME_TO_SPEC = {"e5:multilingual-e5-small-q4": "e5", "use:multilingual-v3": "us
 
 
 class State:
-    db: Path = config.DEFAULT_DB
+    db: str = str(config.DEFAULT_DB)  # a file path or a postgresql:// URL
     namespace: str = config.DEFAULT_NAMESPACE
     embedder: Optional[str] = None
 
@@ -45,20 +46,26 @@ def _fail(e: Exception) -> typer.Exit:
 
 
 def _open(*, create: bool = True, auto_embed: bool = False, **kw: Any) -> Memory:
-    spec = state.embedder
-    if spec is None:
-        # reuse the embedder the store was built with, so commands need no --embedder
-        from .store.sqlite import SQLiteStore
-
-        if state.db.exists():
-            s = SQLiteStore(state.db, create=False)
-            name, _ = s.embedder_info()
-            s.close()
-            if name:
-                spec = _NAME_TO_SPEC.get(name, name)
-    if not create and not state.db.exists():
+    # reuse the embedder the store was built with, so commands need no --embedder
+    spec = state.embedder or _stored_embedder(state.db)
+    if not create and not store_exists(state.db):
         raise NotFoundError(f"no memory store at {state.db} (ingest something first, or pass --db)")
     return Memory(state.db, embedder=spec, namespace=state.namespace, auto_embed=auto_embed, create=create, **kw)
+
+
+def _stored_embedder(target: str) -> str | None:
+    """The embedder spec a store was built with (None for a new store)."""
+    if not store_exists(target):
+        return None
+    try:
+        s = open_store(target, create=False)
+    except NotFoundError:
+        return None
+    try:
+        name, _ = s.embedder_info()
+    finally:
+        s.close()
+    return _NAME_TO_SPEC.get(name, name) if name else None
 
 
 def _progress() -> Progress:
@@ -76,7 +83,8 @@ def _progress() -> Progress:
 
 @app.callback()
 def main_options(
-    db: Path = typer.Option(config.DEFAULT_DB, "--db", envvar="HYBRIDMEM_DB", help="SQLite memory file."),
+    db: str = typer.Option(str(config.DEFAULT_DB), "--db", envvar="HYBRIDMEM_DB",
+                           help="The memory: an SQLite file, or a postgresql://user@host/db URL."),
     namespace: str = typer.Option(config.DEFAULT_NAMESPACE, "--namespace", "-n", envvar="HYBRIDMEM_NAMESPACE"),
     embedder: Optional[str] = typer.Option(
         None, "--embedder", envvar="HYBRIDMEM_EMBEDDER",
@@ -614,7 +622,7 @@ def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
 def serve(
     host: Optional[str] = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1; others need API keys)."),
     port: Optional[int] = typer.Option(None, "--port", help="Port (default 8080)."),
-    db: Optional[Path] = typer.Option(None, "--db", help="SQLite memory file (overrides the global --db)."),
+    db: Optional[str] = typer.Option(None, "--db", help="SQLite file or postgresql:// URL (overrides the global --db)."),
     config_file: Optional[Path] = typer.Option(None, "--config", envvar="HYBRIDMEM_SERVER_CONFIG",
                                                help="TOML or JSON server settings (API keys, limits)."),
 ) -> None:
@@ -629,23 +637,17 @@ def serve(
         check_bind(cfg.host, cfg.api_keys)  # before opening anything: fail fast and clearly
         if db is not None:
             state.db = db
-        elif cfg.db and state.db == config.DEFAULT_DB:
-            state.db = Path(cfg.db)
+        elif cfg.db and state.db == str(config.DEFAULT_DB):
+            state.db = cfg.db
         from .server.embedding import CoalescingEmbedder
-        from .store.sqlite import SQLiteStore
 
-        spec = state.embedder or cfg.embedder
-        if spec is None and state.db.exists():  # the store's own embedder, as every command does
-            s = SQLiteStore(state.db, create=False)
-            name, _ = s.embedder_info()
-            s.close()
-            spec = _NAME_TO_SPEC.get(name, name) if name else None
+        spec = state.embedder or cfg.embedder or _stored_embedder(state.db)  # the store's own, as every command
         # concurrent requests' query embeddings are computed in one batch (a bundled model's cost is per call)
         emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
         try:
             emb.warm_up()
             with Memory(state.db, embedder=emb, namespace=state.namespace, auto_embed=True) as mem:
-                err.print(f"hybridmem serving {state.db} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
+                err.print(f"hybridmem serving {display_target(state.db)} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
                           "key(s); OpenAPI at /docs)", highlight=False, markup=False, soft_wrap=True)
                 run_server(cfg, mem)
         finally:

@@ -42,7 +42,7 @@ from .retrieve.filters import MAX_KEY_LEN, Filter
 from .retrieve.sparse import SparseIndex
 from .retrieve.search import Searcher
 from .store.base import PreparedDocument, WriteResult
-from .store.sqlite import SCHEMA_VERSION, SQLiteStore
+from .store import open_store
 from .text.chunk import chunk_text
 from .text.loaders import load_path
 from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
@@ -166,14 +166,16 @@ class Memory:
         self._spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
         self._embedder: Embedder | None = embedder if (embedder is not None and not isinstance(embedder, str)) else None
         self._worker_embedder: Embedder | None = None
-        self.store = SQLiteStore(self.path, create=create)
+        self.store = open_store(path if path is not None else self.path, create=create)
+        #: the backend runs the BM25 and dense legs itself (PostgreSQL): no in-process indexes
+        self._native = bool(getattr(self.store, "native_search", False))
         self.embedder_name = embedder_name(self._spec)
-        stored, _ = self.store.embedder_info()
+        stored, stored_dim = self.store.embedder_info()
         if stored is None:
             self.store.set_embedder(self.embedder_name, None)
         elif stored != self.embedder_name and check_embedder:
             self.store.close()
-            raise EmbedderMismatchError(stored, self.store.embedder_info()[1] or 0, self.embedder_name, 0)
+            raise EmbedderMismatchError(stored, stored_dim or 0, self.embedder_name, 0)
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
         self._indexes: dict[str, DenseIndex] = {}
         self._sparse: dict[str, SparseIndex] = {}
@@ -195,6 +197,7 @@ class Memory:
             pending_count=self.store.pending_count,
             leg_timeout=leg_timeout,
             graph_search=self._graph_search,
+            native=self._native,
         )
         self._graph: Any = None
         if auto_embed and self.store.pending_count() > 0:
@@ -433,6 +436,8 @@ class Memory:
     # ------------------------------------------------------------------ dense side
     def _apply(self, res: WriteResult) -> None:
         """Bring in-memory indexes up to date with a committed write (or mark them stale)."""
+        if self._native:
+            return
         for ns, version, added, removed in res.chunk_changes:
             sp = self._sparse.get(ns)
             if sp is None:
@@ -488,6 +493,8 @@ class Memory:
     def _sparse_search(self, ns: str, terms: list[str], allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
         if not terms:
             return []
+        if self._native:  # ``allowed`` is the parsed filter: the backend applies it in SQL
+            return self.store.search_sparse(ns, terms, allowed, k)
         return self._sparse_index(ns).search(terms, k, allowed)
 
     def _allowed(self, ns: str, flt: Filter) -> np.ndarray:
@@ -512,6 +519,14 @@ class Memory:
         return v
 
     def _dense_search(self, ns: str, text: str, allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
+        if self._native:  # ``allowed`` is the parsed filter: the backend applies it in SQL
+            if self.store.vector_version(ns) == 0:
+                return []  # nothing ever embedded in this namespace: do not even load the model
+            q = self._query_vector(text)
+            name, dim = self.store.embedder_info()
+            if dim and q.shape[0] != dim:
+                raise EmbedderMismatchError(name or "?", dim, self.embedder.name, q.shape[0])
+            return self.store.search_dense(ns, q, allowed, k)
         idx = self._index(ns)
         if len(idx) == 0:
             return []  # nothing embedded yet: do not even load the model
@@ -756,8 +771,10 @@ class Memory:
         c = self.store.counts(ns)
         name, dim = self.store.embedder_info()
         idx = self._indexes.get(ns)
+        kind = ("pgvector-hnsw" if self._native else
+                idx.kind if idx is not None else ("hnsw" if c["vectors"] >= self.exact_threshold else "exact"))
         return Stats(
-            path=self.path,
+            path=self.store.path,  # a URL's password masked
             namespace=ns,
             documents=c["documents"],
             chunks=c["chunks"],
@@ -765,10 +782,10 @@ class Memory:
             pending_vectors=c["pending_vectors"],
             embedder=name,
             dim=dim,
-            dense_index=idx.kind if idx is not None else ("hnsw" if c["vectors"] >= self.exact_threshold else "exact"),
+            dense_index=kind,
             namespaces=self.store.namespaces(),
             metadata_keys=sorted(self.store.metadata_keys(ns)),
-            schema_version=SCHEMA_VERSION,
+            schema_version=self.store.schema_version,
             size_bytes=self.store.size_bytes(),
         )
 

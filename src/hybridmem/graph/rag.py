@@ -505,8 +505,7 @@ class GraphRAG:
         version = self.gstore.version(namespace)[0]
         cached = self._keys.get(namespace)
         if cached is None or cached[0] != version:
-            ns = self.memory.store._ns_id(namespace)
-            keys = {k for k, in self.memory.store._r.execute("SELECT key FROM graph_entities WHERE ns_id=?", (ns,))}
+            keys = set(self.gstore.entity_hashes(namespace))
             cached = self._keys[namespace] = (version, keys)
         keys = cached[1]
         hits: set[str] = set()

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..store.sqlite import SQLiteStore
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..store.sqlite import SQLiteStore
 from .extract import ChunkExtraction, ChunkInput, entity_key
 
 __all__ = ["GraphStore", "GraphData", "StoredCommunity"]
@@ -51,7 +54,7 @@ class StoredCommunity:
 class GraphStore:
     """Graph persistence over a :class:`SQLiteStore` (same file, same writer lock)."""
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: "SQLiteStore") -> None:
         self.store = store
 
     def _ns(self, namespace: str) -> int | None:
@@ -98,7 +101,7 @@ class GraphStore:
             ns = store._ns_id(namespace, db)
             if ns is None:
                 return 0
-            db.execute("INSERT OR IGNORE INTO graph_state (ns_id) VALUES (?)", (ns,))
+            db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
             touched: set[int] = set()
             for item in items:
                 row = db.execute("SELECT ns_id FROM chunks WHERE id=?", (item.rowid,)).fetchone()
@@ -129,7 +132,7 @@ class GraphStore:
                     touched.add(eid)
                     db.execute(
                         "INSERT INTO graph_mentions VALUES (?, ?, ?) ON CONFLICT (entity_id, chunk_rowid) "
-                        "DO UPDATE SET count = count + excluded.count",
+                        "DO UPDATE SET count = graph_mentions.count + excluded.count",
                         (eid, item.rowid, e.count),
                     )
                 for r in item.relations:
@@ -146,10 +149,12 @@ class GraphStore:
                                      (ns, s, d, r.type)).fetchone()[0]
                     db.execute(
                         "INSERT INTO graph_relation_sources VALUES (?, ?, ?) ON CONFLICT (relation_id, chunk_rowid) "
-                        "DO UPDATE SET weight = weight + excluded.weight",
+                        "DO UPDATE SET weight = graph_relation_sources.weight + excluded.weight",
                         (rid, item.rowid, r.weight),
                     )
-                db.execute("INSERT OR REPLACE INTO graph_chunks VALUES (?, ?, ?, ?)", (item.rowid, ns, extractor, now))
+                db.execute("INSERT INTO graph_chunks VALUES (?, ?, ?, ?) ON CONFLICT (chunk_rowid) DO UPDATE SET "
+                           "ns_id = excluded.ns_id, extractor = excluded.extractor, extracted_at = excluded.extracted_at",
+                           (item.rowid, ns, extractor, now))
             for eid in touched:
                 db.execute("UPDATE graph_entities SET stale = 1, prov_hash = NULL WHERE id=?", (eid,))
             db.execute("DELETE FROM graph_entities WHERE ns_id=? AND stale = 1 AND NOT EXISTS "
@@ -202,7 +207,7 @@ class GraphStore:
                   c.title, c.summary, json.dumps(c.chunk_ids), c.importance, c.summary_model, c.summarized_at)
                  for c in communities],
             )
-            db.execute("INSERT OR IGNORE INTO graph_state (ns_id) VALUES (?)", (ns,))
+            db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
             db.execute("UPDATE graph_state SET built_at=?, params=?, version = version + 1 WHERE ns_id=?",
                        (_now(), json.dumps(params), ns))
 
@@ -228,29 +233,26 @@ class GraphStore:
         version = self.version(namespace)
         if ns is None:
             return GraphData(version, {}, {}, [])
-        db = self.store._r
-        db.execute("BEGIN")
-        try:
+        with self.store.snapshot() as db:  # one consistent snapshot
             ents = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in db.execute(
-                "SELECT id, key, name, type, prov_hash, description FROM graph_entities WHERE ns_id=?", (ns,))}
+                "SELECT id, key, name, type, prov_hash, description FROM graph_entities WHERE ns_id=? ORDER BY id", (ns,))}
             mentions: dict[int, dict[int, int]] = {}
             for eid, rid, cnt in db.execute(
                 "SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
-                "ON e.id = m.entity_id WHERE e.ns_id=?", (ns,)):
+                "ON e.id = m.entity_id WHERE e.ns_id=? ORDER BY m.entity_id, m.chunk_rowid", (ns,)):
                 mentions.setdefault(eid, {})[rid] = cnt
             rels: list[tuple[int, int, str, float, str]] = []
             rel_chunks: dict[tuple[int, int, str], list[int]] = {}
             for rid, s, d, typ, desc, w in db.execute(
                 "SELECT r.id, r.src, r.dst, r.type, r.description, coalesce(sum(s.weight), 0) FROM graph_relations r "
-                "LEFT JOIN graph_relation_sources s ON s.relation_id = r.id WHERE r.ns_id=? GROUP BY r.id", (ns,)):
+                "LEFT JOIN graph_relation_sources s ON s.relation_id = r.id WHERE r.ns_id=? GROUP BY r.id ORDER BY r.id", (ns,)):
                 rels.append((s, d, typ, float(w), desc))
             if rels and len(rels) <= 200_000:
                 for s, d, typ, cr in db.execute(
                     "SELECT r.src, r.dst, r.type, s.chunk_rowid FROM graph_relations r JOIN graph_relation_sources s "
-                    "ON s.relation_id = r.id WHERE r.ns_id=? AND r.type != 'co_occurs'", (ns,)):
+                    "ON s.relation_id = r.id WHERE r.ns_id=? AND r.type != 'co_occurs' "
+                    "ORDER BY r.id, s.chunk_rowid", (ns,)):
                     rel_chunks.setdefault((s, d, typ), []).append(cr)
-        finally:
-            db.execute("COMMIT")
         return GraphData(version, ents, mentions, rels, rel_chunks)
 
     def communities(self, namespace: str, level: int | None = None) -> list[StoredCommunity]:
@@ -306,7 +308,7 @@ class GraphStore:
             db.execute("DELETE FROM graph_mentions WHERE entity_id IN (SELECT id FROM graph_entities WHERE ns_id=?)", (ns,))
             db.execute("DELETE FROM graph_entities WHERE ns_id=?", (ns,))
             db.execute("DELETE FROM graph_communities WHERE ns_id=?", (ns,))
-            db.execute("INSERT OR IGNORE INTO graph_state (ns_id) VALUES (?)", (ns,))
+            db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
             db.execute("UPDATE graph_state SET version = version + 1 WHERE ns_id=?", (ns,))
 
     def existing_chunk_ids(self, namespace: str, chunk_ids: Sequence[str]) -> set[str]:

@@ -15,13 +15,14 @@ a missing key equals nothing, ``$ne``/``$nin`` hold for it.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Union
 
 from ..errors import FilterError
 
-__all__ = ["Cond", "And", "Or", "Filter", "parse_filter", "to_sql", "matches", "filter_keys", "canonical"]
+__all__ = ["Cond", "And", "Or", "Filter", "parse_filter", "to_sql", "to_pg_sql", "matches", "filter_keys", "canonical"]
 
 COMPARE_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 LOGIC_OPS = ("$and", "$or")
@@ -210,6 +211,65 @@ def to_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
 
     if f is None:
         return "1", []
+    return walk(f), params
+
+
+# ---------------------------------------------------------------- SQL (PostgreSQL JSONB)
+_PG_TYPES = {"num": "number", "text": "string"}
+
+
+def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
+    """A WHERE fragment over a JSONB column for psycopg (``%s`` placeholders) and its parameters.
+    Keys *and* values are bound parameters (``column -> %s`` takes the key as one literal object
+    key: no JSON-path syntax is ever interpreted), so nothing the user sends is spliced into the SQL.
+    Same semantics as :func:`to_sql` and :func:`matches`: kinds must agree (JSONB equality never
+    equates ``1`` with ``"1"`` or ``true``), a missing key equals nothing, strings order by code
+    point (``COLLATE "C"``, as SQLite and Python do), numbers compare exactly (``numeric``)."""
+    params: list[Any] = []
+
+    def eq(key: str, v: Any) -> str:
+        if isinstance(v, float) and not math.isfinite(v):
+            return "FALSE"  # NaN/inf equal nothing (and are not JSON)
+        if isinstance(v, str) and "\x00" in v:
+            return "FALSE"  # PostgreSQL stores no NUL character: no stored value can equal it
+        params.extend([key, json.dumps(v, ensure_ascii=False)])
+        return f"COALESCE(({column} -> %s) = %s::jsonb, FALSE)"
+
+    def walk(node: Filter) -> str:
+        if isinstance(node, And):
+            return "(" + " AND ".join(walk(p) for p in node.parts) + ")"
+        if isinstance(node, Or):
+            return "(" + " OR ".join(walk(p) for p in node.parts) + ")"
+        op, v = node.op, node.value
+        if op == "$eq":
+            return eq(node.key, v)
+        if op == "$ne":
+            return f"NOT {eq(node.key, v)}"
+        if op in ("$in", "$nin"):
+            ors = " OR ".join(eq(node.key, x) for x in v)
+            return f"({ors})" if op == "$in" else f"NOT ({ors})"
+        if op == "$exists":
+            params.append(node.key)
+            return f"(({column} -> %s) IS {'NOT ' if v else ''}NULL)"
+        cmp = _SQL_CMP[op]
+        if isinstance(v, str):
+            if "\x00" in v:
+                raise FilterError(f"{node.key}.{op}: NUL characters are not supported by the PostgreSQL backend")
+            params.extend([node.key, node.key, v])
+            return (f"COALESCE(jsonb_typeof({column} -> %s) = 'string' AND "
+                    f"({column} ->> %s) COLLATE \"C\" {cmp} %s COLLATE \"C\", FALSE)")
+        if isinstance(v, float) and math.isnan(v):
+            return "FALSE"
+        if isinstance(v, float) and math.isinf(v):  # every finite number is below +inf, above -inf
+            params.append(node.key)
+            holds = (v > 0) == (op in ("$lt", "$lte"))
+            return f"COALESCE(jsonb_typeof({column} -> %s) = 'number', FALSE)" if holds else "FALSE"
+        params.extend([node.key, node.key, repr(v) if isinstance(v, float) else str(v)])
+        return (f"COALESCE(jsonb_typeof({column} -> %s) = 'number' AND "
+                f"({column} ->> %s)::numeric {cmp} %s::numeric, FALSE)")
+
+    if f is None:
+        return "TRUE", []
     return walk(f), params
 
 

@@ -37,6 +37,9 @@ class Searcher:
     leg_timeout: float = 30.0
     #: (namespace, query text, filter allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
     graph_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
+    #: the store runs BM25 and dense search itself (PostgreSQL): those legs get the parsed filter,
+    #: compiled into their SQL, instead of an allowed-rowid array; the graph leg still gets rowids
+    native: bool = False
 
     def validate_filter(self, namespace: str, spec: dict) -> Filter | None:
         flt = parse_filter(spec)
@@ -60,8 +63,10 @@ class Searcher:
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
         mode = "hybrid" if req.mode == "rerank" else req.mode
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
-        allowed = self.allowed_for(namespace, flt) if flt is not None else None
-        empty = allowed is not None and len(allowed) == 0
+        allowed: np.ndarray | Filter | None = None
+        if flt is not None:
+            allowed = flt if self.native else self.allowed_for(namespace, flt)
+        empty = allowed is not None and not self.native and len(allowed) == 0
         legs: dict[str, Callable[[], list[LegHit]]] = {}
         terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
         if mode in ("bm25", "hybrid"):
@@ -75,7 +80,12 @@ class Searcher:
             legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
         graph_search = self.graph_search
         if graph_search is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
-            legs["graph"] = lambda: [] if empty else graph_search(namespace, req.search_text, allowed, k)
+            def graph_leg() -> list[LegHit]:
+                scope = self.allowed_for(namespace, flt) if self.native and flt is not None else allowed
+                return [] if empty or (scope is not None and len(scope) == 0) else graph_search(
+                    namespace, req.search_text, scope, k)
+
+            legs["graph"] = graph_leg
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()

@@ -11,7 +11,8 @@ import json
 import sqlite3
 import threading
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,10 @@ def _delete_graph_provenance(db: sqlite3.Connection, part: list[int], q: str) ->
 class SQLiteStore:
     """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
 
+    schema_version = 0  # set below, once the migrations are listed
+    #: the legs run over in-process indexes loaded from this store (see ``Memory``), not in SQL
+    native_search = False
+
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         self.path = str(path)
         p = Path(self.path)
@@ -317,6 +322,16 @@ class SQLiteStore:
 
     def _tx(self) -> "SQLiteStore._Tx":
         return SQLiteStore._Tx(self._w)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """This thread's reader inside one read transaction: every statement sees one snapshot."""
+        db = self._r
+        db.execute("BEGIN")
+        try:
+            yield db
+        finally:
+            db.execute("COMMIT")
 
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
@@ -740,3 +755,5 @@ class SQLiteStore:
             db.close()
             self._local.db = None
 
+
+SQLiteStore.schema_version = SCHEMA_VERSION

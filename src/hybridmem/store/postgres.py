@@ -1,0 +1,967 @@
+"""The scale-out store: PostgreSQL + pgvector behind the same protocol as :mod:`.sqlite`.
+
+    Memory("postgresql://user@host/db")          # or --db postgresql://… on every command
+
+Everything lives in one PostgreSQL schema (``hybridmem`` by default, so its tables never collide
+with an application's), created and upgraded by numbered migrations under an advisory lock.
+
+* **BM25 in SQL**, from hybridmem's own tokenizer: ``postings(ns_id, term, chunk_rowid, tf, dl)``,
+  per-namespace document frequencies (``term_df``), chunk count and total length, all maintained in
+  the write transaction. The score is the formula of :mod:`hybridmem.retrieve.sparse` (FTS5's)::
+
+      idf(t) = ln((N - n_t + 0.5) / (n_t + 0.5)), floored at 1e-6
+      score(d) = Σ_t idf(t) · tf·(k1 + 1) / (tf + k1·(1 - b + b·|d| / avgdl)),  k1 = 1.2, b = 0.75
+
+  PostgreSQL's ``ts_rank`` is not BM25 and its parser splits ``HEL-4040``: it is not used.
+* **Dense** vectors in ``vector(d)`` with an HNSW index (cosine); filtered queries use pgvector's
+  iterative index scans (0.8+) and fall back to an exact scan when the index returns fewer than
+  ``k`` rows while more rows pass the filter.
+* **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.retrieve.filters.to_pg_sql`).
+* **Connections** come from a psycopg 3 pool; every statement runs under a statement timeout.
+  Writers of one namespace are serialized by a row lock on the namespace, so several processes may
+  write to one database.
+
+The BM25 and dense legs run in the server (``native_search``): a ``Memory`` over this store keeps no
+in-process index, so any number of processes can serve one database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+from psycopg import errors as pgerr
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ..errors import NotFoundError, StoreError, ValidationError
+from ..retrieve.filters import Filter, to_pg_sql
+from ..retrieve.sparse import B, K1
+from ..text.tokenize import TOKENIZER_VERSION
+from .base import ChunkRow, PreparedDocument, WriteResult
+
+__all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
+
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for messages and ``stats``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+def _vec_text(v: np.ndarray) -> str:
+    # repr of each float32 (as a Python float) round-trips exactly through pgvector's float4 parser
+    return "[" + ",".join(map(repr, np.asarray(v, np.float32).astype(np.float64).tolist())) + "]"
+
+
+def _parse_vec(s: str) -> np.ndarray:
+    return np.array(s[1:-1].split(","), dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- schema
+_M1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE namespaces (
+    id BIGSERIAL PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    vec_version BIGINT NOT NULL DEFAULT 0,
+    chunk_version BIGINT NOT NULL DEFAULT 0,
+    n_chunks BIGINT NOT NULL DEFAULT 0,
+    total_len BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE documents (
+    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
+    doc_id TEXT NOT NULL,
+    source TEXT,
+    metadata JSONB NOT NULL DEFAULT '{}',
+    content_hash TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (ns_id, doc_id)
+);
+CREATE TABLE chunks (
+    id BIGSERIAL PRIMARY KEY,
+    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
+    chunk_id TEXT NOT NULL,
+    doc_id TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    lang TEXT,
+    source TEXT,
+    metadata JSONB NOT NULL DEFAULT '{}',
+    tokens TEXT NOT NULL DEFAULT '',
+    n_tokens INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    UNIQUE (ns_id, chunk_id)
+);
+CREATE INDEX chunks_by_doc ON chunks (ns_id, doc_id);
+CREATE TABLE postings (
+    ns_id BIGINT NOT NULL,
+    term TEXT NOT NULL,
+    chunk_rowid BIGINT NOT NULL,
+    tf INTEGER NOT NULL,
+    dl INTEGER NOT NULL,
+    PRIMARY KEY (ns_id, term, chunk_rowid)
+);
+CREATE TABLE term_df (
+    ns_id BIGINT NOT NULL,
+    term TEXT NOT NULL,
+    df BIGINT NOT NULL,
+    PRIMARY KEY (ns_id, term)
+);
+CREATE TABLE vectors (
+    chunk_rowid BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    ns_id BIGINT NOT NULL,
+    embedding vector NOT NULL
+);
+CREATE INDEX vectors_by_ns ON vectors (ns_id);
+CREATE TABLE embed_queue (
+    chunk_rowid BIGINT PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+    enqueued_at TEXT NOT NULL
+);
+CREATE TABLE metadata_keys (ns_id BIGINT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (ns_id, key));
+CREATE TABLE graph_entities (
+    id BIGSERIAL PRIMARY KEY,
+    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
+    key TEXT NOT NULL,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    prov_hash TEXT,
+    stale INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (ns_id, key)
+);
+CREATE TABLE graph_mentions (
+    entity_id BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
+    chunk_rowid BIGINT NOT NULL,
+    count INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY (entity_id, chunk_rowid)
+);
+CREATE INDEX graph_mentions_by_chunk ON graph_mentions (chunk_rowid);
+CREATE TABLE graph_relations (
+    id BIGSERIAL PRIMARY KEY,
+    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
+    src BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
+    dst BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
+    type TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    UNIQUE (ns_id, src, dst, type)
+);
+CREATE INDEX graph_relations_by_dst ON graph_relations (dst);
+CREATE TABLE graph_relation_sources (
+    relation_id BIGINT NOT NULL REFERENCES graph_relations(id) ON DELETE CASCADE,
+    chunk_rowid BIGINT NOT NULL,
+    weight DOUBLE PRECISION NOT NULL DEFAULT 1.0,
+    PRIMARY KEY (relation_id, chunk_rowid)
+);
+CREATE INDEX graph_relation_sources_by_chunk ON graph_relation_sources (chunk_rowid);
+CREATE TABLE graph_chunks (
+    chunk_rowid BIGINT PRIMARY KEY,
+    ns_id BIGINT NOT NULL,
+    extractor TEXT NOT NULL,
+    extracted_at TEXT NOT NULL
+);
+CREATE INDEX graph_chunks_by_ns ON graph_chunks (ns_id);
+CREATE TABLE graph_communities (
+    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
+    community_id TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    parent TEXT,
+    members TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    title TEXT NOT NULL DEFAULT '',
+    summary TEXT NOT NULL DEFAULT '',
+    chunk_ids TEXT NOT NULL DEFAULT '[]',
+    importance DOUBLE PRECISION NOT NULL DEFAULT 0,
+    summary_model TEXT,
+    summarized_at TEXT,
+    PRIMARY KEY (ns_id, community_id)
+);
+CREATE TABLE graph_state (
+    ns_id BIGINT PRIMARY KEY,
+    version BIGINT NOT NULL DEFAULT 0,
+    built_at TEXT,
+    params TEXT NOT NULL DEFAULT '{}'
+)
+"""
+
+#: numbered migrations; index i upgrades schema version i to i + 1
+MIGRATIONS: list[str] = [_M1]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# ---------------------------------------------------------------------------------------------- adapters
+class _Rows:
+    """A fetched result with the cursor surface the graph layer uses (iterate, fetchone, fetchall)."""
+
+    def __init__(self, rows: list[tuple], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self._rows)
+
+    def fetchone(self) -> tuple | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[tuple]:
+        return self._rows
+
+
+class _Qmark:
+    """One connection speaking the ``?`` placeholders of the portable SQL in :mod:`hybridmem.graph.store`."""
+
+    def __init__(self, conn: psycopg.Connection) -> None:
+        self.conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        cur = self.conn.execute(sql.replace("?", "%s"), list(params))
+        rows = cur.fetchall() if cur.description is not None else []
+        return _Rows(rows, cur.rowcount)
+
+    def executemany(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
+        seq = [list(p) for p in seq]
+        if seq:
+            with self.conn.cursor() as cur:
+                cur.executemany(sql.replace("?", "%s"), seq)
+
+
+class _AutoReader:
+    """``store._r`` for the graph layer: each statement on a pooled connection, in autocommit."""
+
+    def __init__(self, store: "PostgresStore") -> None:
+        self.store = store
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Rows:
+        with self.store._conn() as conn:
+            return _Qmark(conn).execute(sql, params)
+
+
+# ---------------------------------------------------------------------------------------------- store
+class PostgresStore:
+    """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
+    namespace across processes by a row lock on the namespace."""
+
+    schema_version = SCHEMA_VERSION
+    #: the BM25 and dense legs run in SQL (``search_sparse``, ``search_dense``)
+    native_search = True
+
+    def __init__(self, url: str, *, create: bool = True, pool_size: int = 8, statement_timeout_ms: int = 30_000,
+                 schema: str = "hybridmem", connect_timeout: float = 10.0, hnsw_ef_search: int = 64) -> None:
+        self.url = url
+        self.path = mask_url(url)
+        if not _IDENT.match(schema):
+            raise ValidationError(f"invalid PostgreSQL schema name {schema!r} (lower-case letters, digits, _)")
+        self.schema = schema
+        self.hnsw_ef_search = int(hnsw_ef_search)
+        self._wlock = threading.RLock()
+        self._ns_cache: dict[str, int] = {}
+        self._pool: ConnectionPool | None = None
+        opts = f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)}"
+        self._kwargs = {"autocommit": True, "options": opts, "connect_timeout": max(1, int(connect_timeout))}
+        # one direct connection first: a clear error when the server is down or the URL is wrong
+        try:
+            with psycopg.connect(url, **self._kwargs) as conn:
+                self._bootstrap(conn, create)
+        except psycopg.OperationalError as e:
+            raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(e).strip()}") from None
+        self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), kwargs=self._kwargs,
+                                    timeout=connect_timeout + statement_timeout_ms / 1000, open=False,
+                                    name="hybridmem")
+        self._pool.open(wait=True, timeout=connect_timeout)
+        self._r = _AutoReader(self)
+
+    # ------------------------------------------------------------------ set-up and migrations
+    def _bootstrap(self, conn: psycopg.Connection, create: bool) -> None:
+        exists = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'",
+                              (self.schema,)).fetchone() is not None
+        if not exists and not create:
+            raise NotFoundError(f"no hybridmem store in schema {self.schema!r} at {self.path}")
+        with conn.transaction():
+            # one migrator at a time across processes; the lock goes with the transaction
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hybridmem-migrate'))")
+            try:
+                if conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone() is None:
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except (pgerr.FeatureNotSupported, pgerr.UndefinedFile) as e:
+                raise StoreError(
+                    f"PostgreSQL at {self.path} has no pgvector extension ({str(e).strip()}): install pgvector 0.8+ on the "
+                    "server (Debian/Ubuntu: postgresql-NN-pgvector from apt.postgresql.org; or build "
+                    "github.com/pgvector/pgvector), or use a managed PostgreSQL that offers it"
+                ) from None
+            except pgerr.InsufficientPrivilege as e:
+                raise StoreError(
+                    f"PostgreSQL at {self.path}: cannot CREATE EXTENSION vector ({str(e).strip()}); run it once as a "
+                    "superuser or the database owner"
+                ) from None
+            version_row = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()
+            if version_row and tuple(int(x) for x in re.findall(r"\d+", version_row[0])[:2]) < (0, 8):
+                raise StoreError(f"pgvector {version_row[0]} at {self.path} is too old: hybridmem needs 0.8+ "
+                                 "(iterative index scans for filtered search)")
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
+            version = 0
+            if conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'",
+                            (self.schema,)).fetchone():
+                row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.path} has hybridmem schema version {version}, newer than this hybridmem "
+                                 f"({SCHEMA_VERSION}): upgrade")
+            for i in range(version, SCHEMA_VERSION):
+                for stmt in MIGRATIONS[i].split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
+                             "SET value = excluded.value", (str(i + 1),))
+            row = conn.execute("SELECT value FROM meta WHERE key='tokenizer_version'").fetchone()
+            stored = row[0] if row else None
+            if stored != TOKENIZER_VERSION:
+                conn.execute("INSERT INTO meta VALUES ('tokenizer_version', %s) ON CONFLICT (key) DO UPDATE "
+                             "SET value = excluded.value", (TOKENIZER_VERSION,))
+        if stored is not None and stored != TOKENIZER_VERSION:
+            self._reindex(conn)
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        if self._pool is None:
+            raise StoreError(f"the store at {self.path} is closed")
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except PoolTimeout as e:
+            raise StoreError(f"no PostgreSQL connection available at {self.path} ({e})") from None
+        except psycopg.OperationalError as e:
+            raise StoreError(f"PostgreSQL at {self.path}: {str(e).strip()}") from None
+        except pgerr.QueryCanceled as e:
+            raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
+
+    @contextmanager
+    def _tx(self) -> Iterator[_Qmark]:
+        """A write transaction (the graph layer's portable SQL goes through it)."""
+        with self._conn() as conn, conn.transaction():
+            yield _Qmark(conn)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[_Qmark]:
+        """A read-only transaction seeing one consistent snapshot."""
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield _Qmark(conn)
+
+    # ------------------------------------------------------------------ meta
+    def _meta(self, key: str) -> str | None:
+        with self._conn() as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()
+        return row[0] if row else None
+
+    def embedder_info(self) -> tuple[str | None, int | None]:
+        with self._conn() as conn:
+            rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+        dim = rows.get("dim")
+        return rows.get("embedder"), (int(dim) if dim else None)
+
+    def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None:
+        """Record the embedder and type the vector column ``vector(dim)`` with its HNSW index; with
+        ``reset_vectors`` drop every vector and queue every chunk."""
+        with self._wlock, self._conn() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('hybridmem-embedder'))")
+            conn.execute("INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (name,))
+            old = conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
+            if dim:
+                conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                             (str(int(dim)),))
+            else:
+                conn.execute("DELETE FROM meta WHERE key='dim'")
+            if reset_vectors:
+                conn.execute("DELETE FROM vectors")
+                conn.execute("INSERT INTO embed_queue SELECT id, %s FROM chunks ON CONFLICT DO NOTHING", (_now(),))
+                conn.execute("UPDATE namespaces SET vec_version = vec_version + 1")
+            if dim and (old is None or int(old[0]) != int(dim) or reset_vectors):
+                conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+                if conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
+                    raise ValidationError(f"the store holds vectors of dimension {old[0] if old else '?'}; "
+                                          f"re-embed (reset_vectors) to change to {dim}")
+                conn.execute(f"ALTER TABLE vectors ALTER COLUMN embedding TYPE vector({int(dim)})")
+                conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
+                             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
+
+    # ------------------------------------------------------------------ namespaces
+    def namespaces(self) -> list[str]:
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM namespaces ORDER BY name COLLATE \"C\"")]
+
+    def _ns_id(self, name: str, db: Any = None, create: bool = False) -> int | None:
+        cached = self._ns_cache.get(name)
+        if cached is not None:
+            return cached
+        conn = db.conn if isinstance(db, _Qmark) else db
+        if conn is None:
+            with self._conn() as c:
+                row = c.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
+        else:
+            row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
+            if row is None and create:
+                conn.execute("INSERT INTO namespaces (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                             (name, _now()))
+                row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
+                return int(row[0])  # cached only after commit
+        if row is None:
+            return None
+        self._ns_cache[name] = int(row[0])
+        return int(row[0])
+
+    def _lock_ns(self, conn: psycopg.Connection, name: str, create: bool) -> int | None:
+        """The namespace id, its row locked for this transaction (one writer per namespace)."""
+        ns = self._ns_id(name, conn, create=create)
+        if ns is not None:
+            conn.execute("SELECT 1 FROM namespaces WHERE id=%s FOR UPDATE", (ns,))
+        return ns
+
+    # ------------------------------------------------------------------ writes
+    def document_hash(self, namespace: str, doc_id: str) -> str | None:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return None
+        with self._conn() as conn:
+            row = conn.execute("SELECT content_hash FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, doc_id)).fetchone()
+        return row[0] if row else None
+
+    def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
+        """Insert or replace documents in one transaction. Chunks whose text did not change keep
+        their vectors; other chunks are queued for embedding."""
+        res = WriteResult()
+        if not docs:
+            return res
+        now = _now()
+        try:
+            with self._wlock, self._conn() as conn, conn.transaction():
+                ns = self._lock_ns(conn, namespace, create=True)
+                assert ns is not None
+                ids = [d.doc_id for d in docs]
+                existing = {r[0]: (r[1], r[2]) for r in conn.execute(
+                    "SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)",
+                    (ns, ids))}
+                todo: list[tuple[PreparedDocument, str]] = []
+                replaced: list[str] = []
+                seen: set[str] = set()
+                for d in docs:
+                    row = existing.get(d.doc_id)
+                    if d.doc_id in seen:
+                        raise ValidationError(f"document id {d.doc_id!r} appears twice in one write")
+                    seen.add(d.doc_id)
+                    if row and row[0] == d.content_hash:
+                        res.unchanged.append(d.doc_id)
+                        continue
+                    (res.updated if row else res.added).append(d.doc_id)
+                    if row:
+                        replaced.append(d.doc_id)
+                    todo.append((d, row[1] if row else now))
+                old_vecs: dict[tuple[str, str], str] = {}  # (doc_id, text_hash) -> vector text
+                removed_chunks: list[int] = []
+                removed_vecs: list[int] = []
+                if replaced:
+                    old = conn.execute(
+                        "SELECT c.id, c.doc_id, c.text_hash, v.embedding::text FROM chunks c LEFT JOIN vectors v "
+                        "ON v.chunk_rowid = c.id WHERE c.ns_id=%s AND c.doc_id = ANY(%s)", (ns, replaced)).fetchall()
+                    old_vecs = {(doc, h): v for _, doc, h, v in old if v is not None}
+                    removed_vecs = [i for i, _, _, v in old if v is not None]
+                    removed_chunks = [i for i, _, _, _ in old]
+                    self._delete_chunk_rows(conn, ns, removed_chunks)
+                n_new = sum(len(d.chunks) for d, _ in todo)
+                rowids = [r[0] for r in conn.execute(
+                    "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, %s)", (n_new,))]
+                doc_rows, chunk_rows, post_rows, queue_rows, vec_rows = [], [], [], [], []
+                df: Counter[str] = Counter()
+                total_len = 0
+                keys: set[str] = set()
+                it = iter(rowids)
+                for d, created in todo:
+                    meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
+                    keys.update(d.metadata)
+                    doc_rows.append((ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now))
+                    for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
+                        rid = next(it)
+                        terms = toks.split()
+                        tf = Counter(terms)
+                        chunk_rows.append((rid, ns, f"{d.doc_id}_p{i}", d.doc_id, i, text, th, lang, d.source, meta_json,
+                                           toks, len(terms), created, now))
+                        post_rows += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]
+                        df.update(tf.keys())
+                        total_len += len(terms)
+                        v = old_vecs.get((d.doc_id, th))
+                        if v is not None:
+                            vec_rows.append((rid, ns, v))
+                            res.vectors_reused += 1
+                        else:
+                            queue_rows.append((rid, now))
+                        res.chunks_written += 1
+                if replaced:
+                    conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced))
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
+                    self._copy(cur, "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
+                               "tokens, n_tokens, created_at, updated_at)", chunk_rows)
+                    self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
+                    self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
+                    if vec_rows:
+                        cur.executemany("INSERT INTO vectors VALUES (%s, %s, %s::vector)", vec_rows)
+                    if df:
+                        terms_l = list(df)
+                        cur.execute(
+                            "INSERT INTO term_df (ns_id, term, df) SELECT %s, t, n FROM unnest(%s::text[], %s::bigint[]) "
+                            "AS u(t, n) ON CONFLICT (ns_id, term) DO UPDATE SET df = term_df.df + excluded.df",
+                            (ns, terms_l, [df[t] for t in terms_l]))
+                    if keys:
+                        cur.execute("INSERT INTO metadata_keys SELECT %s, k FROM unnest(%s::text[]) AS k "
+                                    "ON CONFLICT DO NOTHING", (ns, sorted(keys)))
+                conn.execute("UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
+                             (len(chunk_rows), total_len, ns))
+                added_chunks = [r[0] for r in chunk_rows]
+                added_vecs = [r[0] for r in vec_rows]
+                if added_vecs or removed_vecs:
+                    res.vec_changes.append((namespace, self._bump(conn, ns), added_vecs, removed_vecs))
+                if added_chunks or removed_chunks:
+                    res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), added_chunks,
+                                              removed_chunks))
+        except (pgerr.IntegrityError, pgerr.DataError, pgerr.UntranslatableCharacter) as e:
+            raise ValidationError(f"write rejected by the store: {str(e).strip()}") from None
+        except psycopg.DatabaseError as e:
+            if isinstance(e, (psycopg.OperationalError, pgerr.QueryCanceled)):
+                raise  # turned into StoreError by _conn
+            raise StoreError(f"write to {self.path} failed: {str(e).strip()}") from e
+        self._ns_cache.pop(namespace, None)
+        return res
+
+    @staticmethod
+    def _copy(cur: psycopg.Cursor, target: str, rows: list[tuple]) -> None:
+        if not rows:
+            return
+        with cur.copy(f"COPY {target} FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
+
+    @staticmethod
+    def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
+        assert column in ("vec_version", "chunk_version")
+        row = conn.execute(f"UPDATE namespaces SET {column} = {column} + 1 WHERE id=%s RETURNING {column}", (ns,))
+        return int(row.fetchone()[0])
+
+    @staticmethod
+    def _delete_chunk_rows(conn: psycopg.Connection, ns: int, rowids: list[int]) -> None:
+        """Delete chunks with their postings, BM25 statistics, vectors, queue entries and graph
+        provenance, in the caller's transaction."""
+        if not rowids:
+            return
+        rows = conn.execute("SELECT id, tokens, n_tokens FROM chunks WHERE id = ANY(%s) AND ns_id=%s",
+                            (rowids, ns)).fetchall()
+        df: Counter[str] = Counter()
+        total = 0
+        pairs_t: list[str] = []
+        pairs_r: list[int] = []
+        for rid, toks, n in rows:
+            terms = set(toks.split())
+            df.update(terms)
+            total += n
+            pairs_t += terms
+            pairs_r += [rid] * len(terms)
+        conn.execute("DELETE FROM postings p USING unnest(%s::text[], %s::bigint[]) AS u(t, r) "
+                     "WHERE p.ns_id=%s AND p.term = u.t AND p.chunk_rowid = u.r", (pairs_t, pairs_r, ns))
+        if df:
+            terms_l = list(df)
+            conn.execute("UPDATE term_df d SET df = d.df - u.n FROM unnest(%s::text[], %s::bigint[]) AS u(t, n) "
+                         "WHERE d.ns_id=%s AND d.term = u.t", (terms_l, [df[t] for t in terms_l], ns))
+            conn.execute("DELETE FROM term_df WHERE ns_id=%s AND term = ANY(%s) AND df <= 0", (ns, terms_l))
+        conn.execute("UPDATE namespaces SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE id=%s",
+                     (len(rows), total, ns))
+        _delete_graph_provenance(conn, ns, rowids)
+        conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors and queue cascade
+
+    def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
+        """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
+        Returns the ids that were found."""
+        res = WriteResult()
+        found: list[str] = []
+        with self._wlock, self._conn() as conn, conn.transaction():
+            ns = self._lock_ns(conn, namespace, create=False)
+            if ns is None:
+                return found, res
+            removed_vecs: list[int] = []
+            removed_chunks: list[int] = []
+            for ident in ids:
+                rowids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND doc_id=%s", (ns, ident))]
+                is_doc = bool(rowids) or conn.execute(
+                    "SELECT 1 FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident)).fetchone() is not None
+                if not is_doc:
+                    rowids = [r[0] for r in conn.execute(
+                        "SELECT id FROM chunks WHERE ns_id=%s AND chunk_id=%s", (ns, ident))]
+                    if not rowids:
+                        continue
+                if rowids:
+                    removed_vecs += [r[0] for r in conn.execute(
+                        "SELECT chunk_rowid FROM vectors WHERE chunk_rowid = ANY(%s)", (rowids,))]
+                removed_chunks += rowids
+                self._delete_chunk_rows(conn, ns, rowids)
+                if is_doc:
+                    conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident))
+                else:
+                    doc = ident.rsplit("_p", 1)[0]
+                    conn.execute(  # the last chunk of a document went: the document goes too
+                        "DELETE FROM documents d WHERE ns_id=%s AND doc_id=%s AND NOT EXISTS "
+                        "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)", (ns, doc))
+                found.append(ident)
+            if removed_vecs:
+                res.vec_changes.append((namespace, self._bump(conn, ns), [], removed_vecs))
+            if removed_chunks:
+                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), [], removed_chunks))
+        return found, res
+
+    def reindex_sparse(self) -> int:
+        """Rebuild postings and BM25 statistics from chunk text (after a tokenizer change)."""
+        with self._conn() as conn:
+            return self._reindex(conn)
+
+    def _reindex(self, conn: psycopg.Connection) -> int:
+        from ..text.tokenize import tokenize
+
+        n = 0
+        with self._wlock, conn.transaction():
+            for (ns,) in conn.execute("SELECT id FROM namespaces ORDER BY id FOR UPDATE").fetchall():
+                conn.execute("DELETE FROM postings WHERE ns_id=%s", (ns,))
+                conn.execute("DELETE FROM term_df WHERE ns_id=%s", (ns,))
+                rows = conn.execute("SELECT id, text, lang FROM chunks WHERE ns_id=%s", (ns,)).fetchall()
+                post, upd, df, total = [], [], Counter(), 0
+                for rid, text, lang in rows:
+                    terms = tokenize(text, lang)
+                    tf = Counter(terms)
+                    upd.append((" ".join(terms), len(terms), rid))
+                    post += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]
+                    df.update(tf.keys())
+                    total += len(terms)
+                with conn.cursor() as cur:
+                    cur.executemany("UPDATE chunks SET tokens=%s, n_tokens=%s WHERE id=%s", upd)
+                    self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post)
+                    self._copy(cur, "term_df (ns_id, term, df)", [(ns, t, c) for t, c in df.items()])
+                conn.execute("UPDATE namespaces SET n_chunks=%s, total_len=%s WHERE id=%s", (len(rows), total, ns))
+                self._bump(conn, ns, "chunk_version")
+                n += len(rows)
+        return n
+
+    # ------------------------------------------------------------------ embedding queue
+    def pending(self, limit: int) -> list[tuple[int, str, str, str]]:
+        """(rowid, namespace, text, text_hash) of chunks waiting for a vector, oldest first."""
+        with self._conn() as conn:
+            return conn.execute(
+                "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+                "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT %s", (limit,)).fetchall()
+
+    def pending_count(self, namespace: str | None = None) -> int:
+        with self._conn() as conn:
+            if namespace is None:
+                return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+            ns = self._ns_id(namespace)
+            if ns is None:
+                return 0
+            return int(conn.execute("SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+                                    "WHERE c.ns_id=%s", (ns,)).fetchone()[0])
+
+    def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
+        """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
+        res = WriteResult()
+        if not items:
+            return res
+        _, dim = self.embedder_info()
+        with self._wlock, self._conn() as conn, conn.transaction():
+            rids = [int(r) for r, _, _ in items]
+            live = {r: (ns, th) for r, ns, th in conn.execute(
+                "SELECT id, ns_id, text_hash FROM chunks WHERE id = ANY(%s) FOR UPDATE", (rids,))}
+            conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", (rids,))
+            rows: list[tuple[int, int, str]] = []
+            by_ns: dict[int, list[int]] = {}
+            for rid, th, vec in items:
+                got = live.get(int(rid))
+                if got is None or got[1] != th:
+                    continue
+                v = np.asarray(vec, np.float32).ravel()
+                if dim and v.shape[0] != dim:
+                    raise ValidationError(f"vector for chunk {rid} has dimension {v.shape[0]}, the store's is {dim}")
+                rows.append((int(rid), got[0], _vec_text(v)))
+                by_ns.setdefault(got[0], []).append(int(rid))
+            with conn.cursor() as cur:
+                cur.executemany("INSERT INTO vectors VALUES (%s, %s, %s::vector) ON CONFLICT (chunk_rowid) "
+                                "DO UPDATE SET embedding = excluded.embedding", rows)
+            names = dict(conn.execute("SELECT id, name FROM namespaces WHERE id = ANY(%s)", (list(by_ns),)).fetchall())
+            for ns in sorted(by_ns):
+                res.vec_changes.append((names[ns], self._bump(conn, ns), by_ns[ns], []))
+        return res
+
+    # ------------------------------------------------------------------ versions and bulk reads
+    def _version(self, namespace: str, column: str) -> int:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return 0
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT {column} FROM namespaces WHERE id=%s", (ns,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def vector_version(self, namespace: str) -> int:
+        return self._version(namespace, "vec_version")
+
+    def chunk_version(self, namespace: str) -> int:
+        return self._version(namespace, "chunk_version")
+
+    def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return 0, []
+        with self.snapshot() as db:
+            version = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            rows = db.execute("SELECT id, tokens FROM chunks WHERE ns_id=? ORDER BY id", (ns,)).fetchall()
+        return version, rows
+
+    def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return []
+        with self._conn() as conn:
+            return conn.execute("SELECT id, tokens FROM chunks WHERE ns_id=%s AND id = ANY(%s) ORDER BY id",
+                                (ns, [int(r) for r in rowids])).fetchall()
+
+    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
+        ns = self._ns_id(namespace)
+        dim = self.embedder_info()[1] or 0
+        if ns is None:
+            return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        with self.snapshot() as db:
+            version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            rows = db.execute("SELECT chunk_rowid, embedding::text FROM vectors WHERE ns_id=? ORDER BY chunk_rowid",
+                              (ns,)).fetchall()
+        if not rows:
+            return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        return version, np.array([r[0] for r in rows], np.int64), np.stack([_parse_vec(r[1]) for r in rows])
+
+    def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT chunk_rowid, embedding::text FROM vectors WHERE chunk_rowid = ANY(%s)",
+                                ([int(r) for r in rowids],)).fetchall()
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+        return np.array([r[0] for r in rows], np.int64), np.stack([_parse_vec(r[1]) for r in rows])
+
+    # ------------------------------------------------------------------ the legs, in SQL
+    def search_sparse(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        """Top-k (rowid, BM25) among chunks holding a query term and passing the filter (a pre-filter:
+        statistics are the namespace's, ranking is among allowed chunks). Ties go to the lower rowid."""
+        ns = self._ns_id(namespace)
+        terms = list(dict.fromkeys(tokens))
+        if ns is None or not terms or k <= 0:
+            return []
+        where, fparams = to_pg_sql(flt, "c.metadata")
+        join = f"JOIN chunks c ON c.id = p.chunk_rowid AND {where}" if flt is not None else ""
+        sql = f"""
+            WITH s AS (SELECT n_chunks::float8 AS n, total_len::float8 / NULLIF(n_chunks, 0) AS avgdl
+                       FROM namespaces WHERE id = %s),
+                 w AS (SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE 1e-6 END AS idf
+                       FROM term_df d CROSS JOIN s,
+                            LATERAL (SELECT ln((s.n - d.df + 0.5) / (d.df + 0.5)) AS idf) x
+                       WHERE d.ns_id = %s AND d.term = ANY(%s))
+            SELECT p.chunk_rowid,
+                   sum(w.idf * p.tf * ({K1} + 1.0) / (p.tf + {K1} * (1.0 - {B} + {B} * p.dl / s.avgdl))) AS score
+            FROM w JOIN postings p ON p.ns_id = %s AND p.term = w.term CROSS JOIN s {join}
+            GROUP BY p.chunk_rowid ORDER BY score DESC, p.chunk_rowid LIMIT %s"""
+        with self._conn() as conn:
+            rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
+        return [(int(r), float(s)) for r, s in rows]
+
+    def search_dense(self, namespace: str, q: np.ndarray, flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        """Top-k (rowid, cosine similarity) by the HNSW index with iterative scans under the filter;
+        exact when the index returns fewer than ``k`` rows while more rows pass the filter."""
+        ns = self._ns_id(namespace)
+        if ns is None or k <= 0:
+            return []
+        where, fparams = to_pg_sql(flt, "c.metadata")
+        join = f"JOIN chunks c ON c.id = v.chunk_rowid AND {where}" if flt is not None else ""
+        qv = _vec_text(np.asarray(q, np.float32).ravel())
+        sql = (f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
+               f"ORDER BY v.embedding <=> %s::vector LIMIT %s")
+        params = [qv, *fparams, ns, qv, k]
+        with self._conn() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.hnsw_ef_search, min(int(k), 1000))}")
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = conn.execute(sql, params).fetchall()
+            if len(rows) < k:
+                n = conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s",
+                                 [*fparams, ns]).fetchone()[0]
+                if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
+                    conn.execute("SET LOCAL enable_indexscan = off")
+                    conn.execute("SET LOCAL enable_bitmapscan = off")
+                    rows = conn.execute(sql, params).fetchall()
+        rows.sort(key=lambda r: (r[1], r[0]))  # relaxed order: re-sort exactly
+        return [(int(r), 1.0 - float(d)) for r, d in rows]
+
+    # ------------------------------------------------------------------ reads
+    def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        return self.search_sparse(namespace, tokens, flt, k)
+
+    def filter_rowids(self, namespace: str, flt: Filter | None) -> np.ndarray:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return np.zeros(0, np.int64)
+        where, params = to_pg_sql(flt, "metadata")
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT id FROM chunks WHERE ns_id=%s AND {where} ORDER BY id", [ns, *params]).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def has_graph(self, namespace: str) -> bool:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return False
+        with self._conn() as conn:
+            return conn.execute("SELECT 1 FROM graph_state WHERE ns_id=%s", (ns,)).fetchone() is not None
+
+    def metadata_keys(self, namespace: str) -> set[str]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return set()
+        with self._conn() as conn:
+            return {r[0] for r in conn.execute("SELECT key FROM metadata_keys WHERE ns_id=%s", (ns,))}
+
+    def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+        with self._conn() as conn:
+            rows = conn.execute("SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks WHERE id = ANY(%s)",
+                                ([int(r) for r in rowids],)).fetchall()
+        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+    def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return None
+        with self.snapshot() as db:
+            row = db.execute("SELECT doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at "
+                             "FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)).fetchone()
+            if row is None:
+                return None
+            chunks = db.execute("SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord",
+                                (ns, doc_id)).fetchall()
+        return {
+            "doc_id": row[0], "source": row[1], "metadata": row[2], "content_hash": row[3],
+            "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
+            "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
+        }
+
+    def documents(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """Every document of a namespace with its chunks (for ``migrate``), in doc id order."""
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return
+        with self._conn() as conn:
+            ids = [r[0] for r in conn.execute("SELECT doc_id FROM documents WHERE ns_id=%s ORDER BY doc_id", (ns,))]
+        for doc_id in ids:
+            d = self.get_document(namespace, doc_id)
+            if d is not None:
+                yield d
+
+    def counts(self, namespace: str) -> dict[str, int]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
+        with self._conn() as conn:
+            d, c, v = conn.execute(
+                "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s), (SELECT count(*) FROM chunks WHERE ns_id=%s), "
+                "(SELECT count(*) FROM vectors WHERE ns_id=%s)", (ns, ns, ns)).fetchone()
+        return {"documents": int(d), "chunks": int(c), "vectors": int(v), "pending_vectors": self.pending_count(namespace)}
+
+    def integrity_check(self) -> str:
+        """``ok``, or what is inconsistent: chunk statistics, document frequencies, postings, and
+        chunks with neither a vector nor a queue entry."""
+        problems: list[str] = []
+        with self.snapshot() as db:
+            for ns, name in db.execute("SELECT id, name FROM namespaces ORDER BY id").fetchall():
+                n, total = db.execute("SELECT n_chunks, total_len FROM namespaces WHERE id=?", (ns,)).fetchone()
+                cn, ct = db.execute("SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?",
+                                    (ns,)).fetchone()
+                if (n, total) != (cn, ct):
+                    problems.append(f"{name}: BM25 statistics say {n} chunks / {total} tokens, chunks hold {cn} / {ct}")
+                bad_df = db.execute(
+                    "SELECT count(*) FROM (SELECT term, count(*) AS n FROM postings WHERE ns_id=? GROUP BY term) p "
+                    "FULL JOIN (SELECT term, df FROM term_df WHERE ns_id=?) d ON d.term = p.term "
+                    "WHERE p.n IS DISTINCT FROM d.df", (ns, ns)).fetchone()[0]
+                if bad_df:
+                    problems.append(f"{name}: {bad_df} terms with a wrong document frequency")
+                orphan = db.execute("SELECT count(*) FROM postings p WHERE p.ns_id=? AND NOT EXISTS "
+                                    "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_rowid AND c.ns_id = p.ns_id)",
+                                    (ns,)).fetchone()[0]
+                if orphan:
+                    problems.append(f"{name}: {orphan} postings of missing chunks")
+                lost = db.execute("SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+                                  "(SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) AND NOT EXISTS "
+                                  "(SELECT 1 FROM embed_queue q WHERE q.chunk_rowid = c.id)", (ns,)).fetchone()[0]
+                if lost:
+                    problems.append(f"{name}: {lost} chunks with neither a vector nor a queue entry")
+        return "ok" if not problems else "; ".join(problems)
+
+    def size_bytes(self) -> int:
+        with self._conn() as conn:
+            row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN "
+                               "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                               (self.schema,)).fetchone()
+        return int(row[0])
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _delete_graph_provenance(conn: psycopg.Connection, ns: int, part: list[int]) -> None:
+    """The graph side of a chunk delete (as in :mod:`.sqlite`): the entities and relations the
+    chunks supported are marked stale; those left without provenance are deleted."""
+    ents = [r[0] for r in conn.execute("SELECT DISTINCT entity_id FROM graph_mentions WHERE chunk_rowid = ANY(%s)",
+                                       (part,))]
+    rels = [r[0] for r in conn.execute(
+        "SELECT DISTINCT relation_id FROM graph_relation_sources WHERE chunk_rowid = ANY(%s)", (part,))]
+    conn.execute("DELETE FROM graph_chunks WHERE chunk_rowid = ANY(%s)", (part,))
+    if not ents and not rels:
+        return
+    conn.execute("DELETE FROM graph_mentions WHERE chunk_rowid = ANY(%s)", (part,))
+    conn.execute("DELETE FROM graph_relation_sources WHERE chunk_rowid = ANY(%s)", (part,))
+    conn.execute("DELETE FROM graph_relations r WHERE id = ANY(%s) AND NOT EXISTS "
+                 "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id = r.id)", (rels,))
+    conn.execute("UPDATE graph_entities SET stale = 1, prov_hash = NULL WHERE id = ANY(%s)", (ents,))
+    conn.execute("DELETE FROM graph_entities e WHERE id = ANY(%s) AND NOT EXISTS "
+                 "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = e.id)", (ents,))
+    conn.execute("UPDATE graph_state SET version = version + 1 WHERE ns_id=%s", (ns,))
+
