@@ -60,6 +60,16 @@ def pg_url() -> Iterator[str]:
         srv.drop_database(url)
 
 
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(params=BACKENDS)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
+    """Where a store lives, once per backend: an SQLite file path, then the URL of a fresh
+    PostgreSQL database (the contract suite: tests taking it run on both backends)."""
+    return tmp_path / "m.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import sys
 

@@ -77,8 +77,8 @@ def test_cooccurrence_edges_are_counted_per_chunk(mem: Memory) -> None:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Memory:
-    m = Memory(tmp_path / "demo.db", embedder="hash", auto_embed=False)
+def demo(target) -> Memory:  # on each backend (conftest ``target``)
+    m = Memory(target, embedder="hash", auto_embed=False)
     m.add_documents(load_documents())
     m.graph.build()
     yield m
@@ -208,6 +208,9 @@ def test_delete_cascades_provenance_in_the_same_transaction(demo: Memory) -> Non
 def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     from hybridmem.store import sqlite as sq
 
+    if not isinstance(demo.store, sq.SQLiteStore):
+        return _failed_delete_rolls_back_on_postgres(demo, monkeypatch)
+
     before = demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
     orig = sq.SQLiteStore._delete_chunk_rows
 
@@ -221,6 +224,25 @@ def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: py
     monkeypatch.undo()
     assert demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
     assert demo.get("err-HEL-5031")["n_chunks"] > 0
+
+
+def _failed_delete_rolls_back_on_postgres(demo: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmem.store import postgres as pg
+
+    before = demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
+    orig = pg._delete_graph_provenance
+
+    def boom(conn, ns, part):  # type: ignore[no-untyped-def]
+        orig(conn, ns, part)
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(pg, "_delete_graph_provenance", boom)
+    with pytest.raises(RuntimeError):
+        demo.delete("err-HEL-5031")
+    monkeypatch.undo()
+    assert demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
+    assert demo.get("err-HEL-5031")["n_chunks"] > 0
+    assert demo.store.integrity_check() == "ok"
 
 
 def test_update_after_deletes_prunes_without_rebuilding(demo: Memory) -> None:
@@ -330,8 +352,8 @@ def test_global_without_graph_is_a_clear_error(mem: Memory) -> None:
 # ------------------------------------------------------------------------------ tenancy
 
 
-def test_namespaces_are_a_hard_boundary_in_the_graph(tmp_path: Path) -> None:
-    with Memory(tmp_path / "t.db", embedder="hash", auto_embed=False) as m:
+def test_namespaces_are_a_hard_boundary_in_the_graph(target) -> None:
+    with Memory(target, embedder="hash", auto_embed=False) as m:
         m.add("acme-service depends on shared-db. acme-service causes HEL-1111.", id="a1", namespace="acme")
         m.add("shared-db is backed by PostgreSQL for acme-service.", id="a2", namespace="acme")
         m.add("globex-service depends on shared-db. globex-service causes HEL-2222.", id="g1", namespace="globex")

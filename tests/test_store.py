@@ -30,17 +30,10 @@ from hybridmem.text.chunk import chunk_text
 from conftest import shared_path
 
 MODES = ("bm25", "vector", "hybrid")
-BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=BACKENDS)
-def target(request, tmp_path):
-    """Where a store lives: an SQLite file path, or the URL of a fresh PostgreSQL database."""
-    return tmp_path / "m.db" if request.param == "sqlite" else request.getfixturevalue("pg_url")
 
 
 @pytest.fixture
-def mem(target):
+def mem(target):  # ``target`` (conftest): each backend in turn
     m = Memory(target, embedder="hash", auto_embed=False)
     try:
         yield m

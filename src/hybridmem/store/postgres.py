@@ -357,10 +357,10 @@ class PostgresStore:
                 yield conn
         except PoolTimeout as e:
             raise StoreError(f"no PostgreSQL connection available at {self.path} ({e})") from None
+        except pgerr.QueryCanceled as e:  # (an OperationalError: caught first)
+            raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
         except psycopg.OperationalError as e:
             raise StoreError(f"PostgreSQL at {self.path}: {str(e).strip()}") from None
-        except pgerr.QueryCanceled as e:
-            raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
 
     @contextmanager
     def _tx(self) -> Iterator[_Qmark]:

@@ -1,0 +1,314 @@
+"""What only the PostgreSQL backend has: BM25 in SQL equal to the embedded backend's, JSONB filters
+equal to the Python predicate (hypothesis) and safe from injection, filtered HNSW search that still
+fills ``top_k``, and clear errors (server down, no pgvector privilege, newer schema, timeouts).
+The behaviour both backends share is in the contract suite (tests/test_store.py, ``target``)."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from hybridmem import Memory
+from hybridmem.errors import FilterError, StoreError
+from hybridmem.retrieve.filters import matches, parse_filter, to_pg_sql
+from hybridmem.retrieve.sparse import SparseIndex
+from hybridmem.text.tokenize import query_tokens
+
+from conftest import shared_path
+from test_filters import filters as filter_strategy
+from test_filters import metadata as metadata_strategy
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def pg(pg_url):
+    m = Memory(pg_url, embedder="hash", auto_embed=False)
+    try:
+        yield m
+    finally:
+        m.close()
+
+
+def _scifact_sample(n: int) -> list[dict[str, Any]]:
+    rows = []
+    with open(shared_path("data", "beir", "scifact", "corpus.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            r = json.loads(line)
+            rows.append({"id": r["_id"], "text": f"{r.get('title', '')}\n\n{r['text']}",
+                         "metadata": {"year": 2000 + len(rows) % 25, "split": "a" if len(rows) % 3 else "b"}})
+            if len(rows) == n:
+                break
+    return rows
+
+
+MULTILINGUAL = [
+    {"id": "fr1", "text": "Le pool de connexions est saturé : le serveur renvoie HTTP 504 et HEL-4040."},
+    {"id": "de1", "text": "Die Datenbank lehnt neue Verbindungen ab, max_connections ist erreicht."},
+    {"id": "es1", "text": "El servidor devuelve errores 504 cuando las conexiones se agotan."},
+    {"id": "zh1", "text": "数据库连接池耗尽，网关返回 HTTP 504 超时错误。"},
+    {"id": "en1", "text": "Raise max_connections or add PgBouncer when HEL-4040 shows up in production."},
+]
+QUERIES = ["HEL-4040 504 gateway", "max_connections pool", "serveur connexions saturé", "Datenbank Verbindungen",
+           "数据库 连接池", "protein expression in cancer cells", "vaccine immune response", "DNA repair mechanism"]
+
+
+# ---------------------------------------------------------------- BM25 parity
+def test_bm25_in_sql_equals_the_embedded_backend(pg, tmp_path):
+    """Same corpus and tokenizer: PostgreSQL's BM25 scores equal FTS5's ``bm25()`` and the
+    in-memory index's within 1e-6, with and without filters, through updates and deletes."""
+    docs = _scifact_sample(400) + MULTILINGUAL
+    lite = Memory(tmp_path / "ref.db", embedder="hash", auto_embed=False, chunk_size=None)
+    pgm = Memory(pg.path, embedder="hash", auto_embed=False, chunk_size=None)
+    try:
+        for m in (lite, pgm):
+            m.add_documents(docs, batch_size=128)
+
+        def compare(flt: dict | None = None) -> int:
+            f = parse_filter(flt)
+            n = 0
+            for q in QUERIES:
+                terms = query_tokens(q)
+                ours = pgm.store.search_sparse("default", terms, f, 20)
+                fts = lite.store.bm25("default", terms, f, 20)
+                idx = SparseIndex()
+                idx.load(*lite.store.load_tokens("default"))
+                allowed = lite.store.filter_rowids("default", f) if f is not None else None
+                mem_scores = dict(idx.search(terms, 20, allowed))
+                to_id = lambda store, rows: [(store.fetch([r])[r].chunk_id, s) for r, s in rows]  # noqa: E731
+                a, b = to_id(pgm.store, ours), to_id(lite.store, fts)
+                assert len(a) == len(b), q
+                for (ca, sa), (cb, sb) in zip(a, b):
+                    assert sa == pytest.approx(sb, abs=1e-6), (q, ca, cb)
+                # same set of chunks at each distinct score (ties may order differently in FTS5)
+                assert sorted((round(s, 5), c) for c, s in a) == sorted((round(s, 5), c) for c, s in b), q
+                for r, s in fts:
+                    assert mem_scores[r] == pytest.approx(s, rel=1e-5)
+                n += len(a)
+            return n
+
+        assert compare() > 40
+        assert compare({"split": "b"}) > 10
+        assert compare({"year": {"$gte": 2010}, "split": {"$ne": "b"}}) > 10
+        # statistics follow updates and deletes (N, avgdl and document frequencies all change)
+        for m in (lite, pgm):
+            m.update("fr1", "Nouveau texte : le cache Redis expire, HEL-4040 disparaît, connexions rétablies.")
+            m.delete([docs[0]["id"], docs[5]["id"], docs[7]["id"]])
+            m.add("protein protein protein expression DNA repair in cancer cells", id="new")
+        assert compare() > 40
+        assert pgm.store.integrity_check() == "ok"
+    finally:
+        lite.close()
+        pgm.close()
+
+
+# ---------------------------------------------------------------- filters
+@pytest.fixture(scope="module")
+def pg_conn():
+    import psycopg
+    from pg_utils import server
+
+    srv = server()
+    url = srv.new_database()
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, metadata JSONB NOT NULL)")
+    try:
+        yield conn
+    finally:
+        conn.close()
+        srv.drop_database(url)
+
+
+def _pg_select(conn, metas: list[dict[str, Any]], spec: dict[str, Any]) -> set[int]:
+    conn.execute("TRUNCATE t")
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO t VALUES (%s, %s::jsonb)",
+                        [(i, json.dumps(m, ensure_ascii=False, allow_nan=False)) for i, m in enumerate(metas)])
+    where, params = to_pg_sql(parse_filter(spec), "metadata")
+    return {r[0] for r in conn.execute(f"SELECT id FROM t WHERE {where}", params)}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(metadata_strategy, min_size=1, max_size=12), filter_strategy)
+def test_jsonb_filters_agree_with_the_python_predicate(pg_conn, metas, spec):
+    assume("\\u0000" not in json.dumps(metas))  # PostgreSQL stores no NUL character (the store rejects it)
+    f = parse_filter(spec)
+    try:
+        rows = _pg_select(pg_conn, metas, spec)
+    except FilterError as e:
+        assert "NUL" in str(e)
+        return
+    expected = {i for i, m in enumerate(metas) if matches(f, m)}
+    assert rows == expected, (spec, [metas[i] for i in sorted(rows ^ expected)])
+
+
+HOSTILE = ["a'b", 'x"; DROP TABLE chunks; --', "k;--", "$.a", "a.b", "a->>b", "{a,b}", "[0]", "a' OR '1'='1",
+           "%s", "%(x)s", "?", "ünï €", "x') OR 1=1 --"]
+
+
+def test_hostile_keys_and_values_are_parameters(pg):
+    good_keys = []
+    for i, key in enumerate(HOSTILE):
+        try:
+            parse_filter({key: 1})
+        except FilterError:
+            continue  # the grammar refuses the key itself ("" and keys with a double quote)
+        good_keys.append(key)
+        pg.add(f"hostile note number {i}", id=f"h{i}", metadata={key: HOSTILE[-1 - i], "n": i})
+    assert len(good_keys) >= 10
+    for i, key in enumerate(HOSTILE):
+        if key not in good_keys:
+            continue
+        value = HOSTILE[-1 - i]
+        for mode in ("bm25", "vector", "hybrid"):
+            pg.embed_pending()
+            resp = pg.search("hostile note", mode=mode, top_k=50, metadata_filter={key: value})
+            assert [r.doc_id for r in resp.results] == [f"h{i}"], (key, mode)
+        resp = pg.search("hostile note", mode="bm25", top_k=50, metadata_filter={key: {"$in": [value, "zz"]}})
+        assert [r.doc_id for r in resp.results] == [f"h{i}"]
+        resp = pg.search("hostile note", mode="bm25", top_k=50, metadata_filter={key: {"$gte": value}})
+        assert f"h{i}" in {r.doc_id for r in resp.results}
+    # nothing was dropped or rewritten
+    assert pg.stats().documents == len(good_keys)
+    assert pg.store.integrity_check() == "ok"
+    key = HOSTILE[1].replace('"', "")
+    where, params = to_pg_sql(parse_filter({key: HOSTILE[1]}), "m")
+    assert "DROP" not in where and params == [key, json.dumps(HOSTILE[1])]
+
+
+# ---------------------------------------------------------------- dense leg
+def test_selective_filter_still_fills_top_k_and_uses_hnsw(pg):
+    rng = random.Random(7)
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+    docs = [{"id": f"d{i}", "text": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
+             "metadata": {"tag": "rare" if i % 100 == 0 else "common", "i": i}} for i in range(3000)]
+    pg.add_documents(docs, batch_size=500)
+    pg.embed_pending()
+    with pg.store._conn() as conn:  # the index exists and the planner uses it for a namespace query
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT chunk_rowid FROM vectors WHERE ns_id = 1 ORDER BY embedding <=> "
+            "(SELECT embedding FROM vectors LIMIT 1) LIMIT 10"))
+    assert "vectors_hnsw" in plan
+    q = "alpha omega sigma item"
+    resp = pg.search(q, mode="vector", top_k=10, metadata_filter={"tag": "rare"})  # 30 of 3000 rows
+    assert len(resp.results) == 10 and all(r.metadata["tag"] == "rare" for r in resp.results)
+    # exact reference over the allowed rows
+    qv = pg.embedder.embed_query(q)
+    _, rowids, m = pg.store.load_vectors("default")
+    allowed = set(pg.store.filter_rowids("default", parse_filter({"tag": "rare"})).tolist())
+    sims = m @ qv / (np.linalg.norm(m, axis=1) * np.linalg.norm(qv))
+    exact = [int(r) for r in rowids[np.argsort(-sims)] if int(r) in allowed][:10]
+    got = pg.store.search_dense("default", qv, parse_filter({"tag": "rare"}), 10)
+    assert len(set(r for r, _ in got) & set(exact)) >= 8
+    # a filter so selective the index alone cannot fill k: the exact fallback returns all of them
+    tiny = {"i": {"$in": [5, 17, 2999]}}
+    resp = pg.search(q, mode="vector", top_k=10, metadata_filter=tiny)
+    assert sorted(r.doc_id for r in resp.results) == ["d17", "d2999", "d5"]
+
+
+# ---------------------------------------------------------------- concurrency
+def test_concurrent_writers_and_readers(pg):
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        try:
+            for j in range(15):
+                pg.add(f"writer {w} note {j} about kestrel pipelines", id=f"w{w}-{j}", metadata={"w": w})
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    def reader() -> None:
+        try:
+            for _ in range(30):
+                pg.search("kestrel pipelines", mode="bm25", top_k=5)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)] + [threading.Thread(target=reader)
+                                                                              for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert pg.stats().documents == 60 and pg.stats().chunks == 60
+    assert pg.store.integrity_check() == "ok"
+    for w in range(4):
+        resp = pg.search("kestrel", mode="bm25", top_k=50, metadata_filter={"w": w})
+        assert len(resp.results) == 15
+
+
+# ---------------------------------------------------------------- clear errors
+def test_server_down_is_a_clear_error():
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL") as ei:
+        Memory("postgresql://hm:s3cret@127.0.0.1:1/nodb?connect_timeout=2", embedder="hash", auto_embed=False)
+    assert "s3cret" not in str(ei.value) and "hm:***@127.0.0.1:1" in str(ei.value)
+
+
+def test_cli_with_a_postgres_url(pg_url, tmp_path):
+    from typer.testing import CliRunner
+
+    from hybridmem.cli import app
+
+    note = tmp_path / "note.md"
+    note.write_text("# Runbook\n\nWhen HEL-4040 appears, raise max_connections on db-prod-01.\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["--db", pg_url, "--embedder", "hash", "ingest", str(note)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["--db", pg_url, "search", "HEL-4040", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["total_retrieved"] == len(out["results"]) >= 1 and "HEL-4040" in out["results"][0]["text"]
+
+
+def test_no_privilege_for_the_extension_says_what_to_do(pg_url):
+    import psycopg
+    from urllib.parse import urlsplit, urlunsplit
+
+    role = "hm_plain_" + urlsplit(pg_url).path.strip("/")[-8:]
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f"CREATE ROLE {role} LOGIN")
+        c.execute(f"GRANT ALL ON DATABASE {urlsplit(pg_url).path.strip('/')} TO {role}")
+        c.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    parts = urlsplit(pg_url)
+    url = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.split('@')[-1]}"))
+    try:
+        with pytest.raises(StoreError, match="CREATE EXTENSION vector"):
+            Memory(url, embedder="hash", auto_embed=False)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f"REVOKE ALL ON SCHEMA public FROM {role}")
+            c.execute(f"REVOKE ALL ON DATABASE {urlsplit(pg_url).path.strip('/')} FROM {role}")
+            c.execute(f"DROP ROLE {role}")
+
+
+def test_newer_schema_and_missing_store(pg_url):
+    from hybridmem.store.postgres import PostgresStore
+
+    with pytest.raises(Exception, match="no hybridmem store"):
+        PostgresStore(pg_url, create=False)
+    PostgresStore(pg_url).close()
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("UPDATE hybridmem.meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="newer than this hybridmem"):
+        PostgresStore(pg_url)
+
+
+def test_statement_timeout_is_a_store_error(pg_url):
+    from hybridmem.store.postgres import PostgresStore
+
+    s = PostgresStore(pg_url, statement_timeout_ms=100)
+    try:
+        with pytest.raises(StoreError, match="timed out"):
+            s._r.execute("SELECT pg_sleep(2)")
+        assert s.namespaces() == []  # the pool is still usable
+    finally:
+        s.close()
