@@ -437,6 +437,46 @@ def reembed(embedder: str = typer.Option(..., "--embedder", help="The new embedd
 
 
 @app.command()
+def migrate(
+    source: str = typer.Option(..., "--from", help="The store to copy: an SQLite file or a postgresql:// URL."),
+    destination: str = typer.Option(..., "--to", help="An empty store to copy into (file or URL)."),
+    namespaces: Optional[str] = typer.Option(None, "--namespaces", help="Comma-separated (default: all)."),
+    verify_queries: int = typer.Option(20, "--verify-queries", help="Sample queries per namespace compared on "
+                                       "both sides (BM25 and dense top-10); 0 skips."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Copy namespaces, documents, chunks, embeddings and the graph between backends, then verify
+    counts and identical top-10 results on sample queries. Exits 1 when verification fails."""
+    from .migrate import migrate as run
+
+    try:
+        with _progress() as prog:
+            task = prog.add_task("copying documents", total=None)
+            rep = run(source, destination, verify_queries=verify_queries,
+                      namespaces=[n.strip() for n in namespaces.split(",")] if namespaces else None,
+                      progress=lambda ns, n: prog.update(task, advance=n, description=f"copying {ns}"))
+    except HybridMemError as e:
+        raise _fail(e) from None
+    if as_json:
+        out.print_json(json.dumps({"source": rep.source, "destination": rep.destination, "ok": rep.ok,
+                                   "namespaces": rep.namespaces, "queries_checked": rep.queries_checked,
+                                   "mismatches": rep.mismatches, "seconds": round(rep.seconds, 2)}))
+    else:
+        t = Table("namespace", "documents", "chunks", "vectors", "pending", "entities", "relations", "communities")
+        for ns, c in rep.namespaces.items():
+            t.add_row(ns, *(str(c[k]) for k in ("documents", "chunks", "vectors", "pending_vectors", "graph_entities",
+                                                "graph_relations", "graph_communities")))
+        out.print(t)
+        verdict = "verified" if rep.ok else "VERIFICATION FAILED"
+        out.print(f"{verdict}: {rep.queries_checked} sample queries compared, {len(rep.mismatches)} mismatches; "
+                  f"{rep.source} -> {rep.destination} in {rep.seconds:.1f} s", highlight=False, markup=False)
+        for m in rep.mismatches[:20]:
+            err.print(f"  {m}", highlight=False, markup=False)
+    if not rep.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def demo(
     db: Path = typer.Option(Path(".hybridmem") / "demo.db", "--demo-db", help="Where to build the demo store."),
     embedder: str = typer.Option(config.DEFAULT_EMBEDDER, "--embedder", help="Embedder for the demo store."),

@@ -35,6 +35,12 @@ class PreparedDocument:
     tokens: list[str]  # one space-joined token string per chunk
     langs: list[str | None]
     text_hashes: list[str]
+    #: explicit chunk ids (``migrate`` keeps the source's); default ``{doc_id}_p{n}``
+    chunk_ids: list[str] | None = None
+
+    def chunk_id(self, i: int) -> str:
+        """The id of chunk ``i`` (from 1)."""
+        return self.chunk_ids[i - 1] if self.chunk_ids else f"{self.doc_id}_p{i}"
 
 
 @dataclass

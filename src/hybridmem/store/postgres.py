@@ -511,7 +511,7 @@ class PostgresStore:
                         rid = next(it)
                         terms = toks.split()
                         tf = Counter(terms)
-                        chunk_rows.append((rid, ns, f"{d.doc_id}_p{i}", d.doc_id, i, text, th, lang, d.source, meta_json,
+                        chunk_rows.append((rid, ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json,
                                            toks, len(terms), created, now))
                         post_rows += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]
                         df.update(tf.keys())
@@ -800,9 +800,11 @@ class PostgresStore:
             rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
-    def search_dense(self, namespace: str, q: np.ndarray, flt: Filter | None, k: int) -> list[tuple[int, float]]:
+    def search_dense(self, namespace: str, q: np.ndarray, flt: Filter | None, k: int, *,
+                     exact: bool = False) -> list[tuple[int, float]]:
         """Top-k (rowid, cosine similarity) by the HNSW index with iterative scans under the filter;
-        exact when the index returns fewer than ``k`` rows while more rows pass the filter."""
+        exact when the index returns fewer than ``k`` rows while more rows pass the filter (or when
+        asked: ``migrate`` verifies against an exact scan)."""
         ns = self._ns_id(namespace)
         if ns is None or k <= 0:
             return []
@@ -815,8 +817,11 @@ class PostgresStore:
         with self._conn() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.hnsw_ef_search, min(int(k), 1000))}")
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            if exact:
+                conn.execute("SET LOCAL enable_indexscan = off")
+                conn.execute("SET LOCAL enable_bitmapscan = off")
             rows = conn.execute(sql, params).fetchall()
-            if len(rows) < k:
+            if len(rows) < k and not exact:
                 n = conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s",
                                  [*fparams, ns]).fetchone()[0]
                 if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
@@ -876,17 +881,32 @@ class PostgresStore:
             "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
         }
 
-    def documents(self, namespace: str) -> Iterator[dict[str, Any]]:
-        """Every document of a namespace with its chunks (for ``migrate``), in doc id order."""
+    def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
+        tokens), in doc id order, read in one snapshot (for ``migrate``)."""
         ns = self._ns_id(namespace)
         if ns is None:
             return
+        with self.snapshot() as db:
+            # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
+            docs = db.execute("SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
+                              "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), "
+                              "doc_id COLLATE \"C\"", (ns,)).fetchall()
+            chunks: dict[str, list[tuple]] = {}
+            for row in db.execute("SELECT doc_id, id, chunk_id, text, text_hash, lang, tokens FROM chunks "
+                                  "WHERE ns_id=? ORDER BY doc_id, ord", (ns,)):
+                chunks.setdefault(row[0], []).append(tuple(row[1:]))
+        for doc_id, source, meta, h in docs:
+            yield {"doc_id": doc_id, "source": source, "metadata": meta, "content_hash": h,
+                   "chunks": chunks.get(doc_id, [])}
+
+    def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return {}
         with self._conn() as conn:
-            ids = [r[0] for r in conn.execute("SELECT doc_id FROM documents WHERE ns_id=%s ORDER BY doc_id", (ns,))]
-        for doc_id in ids:
-            d = self.get_document(namespace, doc_id)
-            if d is not None:
-                yield d
+            return dict(conn.execute("SELECT chunk_id, id FROM chunks WHERE ns_id=%s AND chunk_id = ANY(%s)",
+                                     (ns, list(chunk_ids))).fetchall())
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self._ns_id(namespace)

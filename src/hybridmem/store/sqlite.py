@@ -416,7 +416,7 @@ class SQLiteStore:
                             cur = db.execute(
                                 "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
                                 " metadata, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                (ns, f"{d.doc_id}_p{i}", d.doc_id, i, text, th, lang, d.source, meta_json,
+                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json,
                                  created, now),
                             )
                             rid = int(cur.lastrowid)
@@ -721,6 +721,41 @@ class SQLiteStore:
             "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
             "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
         }
+
+    def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
+        """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
+        tokens), in doc id order, read in one snapshot (for ``migrate``)."""
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return
+        db = self._connect()  # its own connection: the caller may write elsewhere meanwhile
+        try:
+            db.execute("BEGIN")
+            # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
+            docs = db.execute("SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
+                              "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), doc_id",
+                              (ns,))
+            fts = _fts(ns)
+            for doc_id, source, meta, h in docs.fetchall():
+                chunks = db.execute(
+                    f"SELECT c.id, c.chunk_id, c.text, c.text_hash, c.lang, f.tokens FROM chunks c JOIN {fts} f "
+                    "ON f.rowid = c.id WHERE c.ns_id=? AND c.doc_id=? ORDER BY c.ord", (ns, doc_id)).fetchall()
+                yield {"doc_id": doc_id, "source": source, "metadata": json.loads(meta), "content_hash": h,
+                       "chunks": chunks}
+        finally:
+            db.close()
+
+    def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]:
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return {}
+        out: dict[str, int] = {}
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            out.update(self._r.execute(f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN "
+                                       f"({','.join('?' * len(part))})", [ns, *part]).fetchall())
+        return out
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self._ns_id(namespace)
