@@ -180,7 +180,7 @@ def test_hostile_keys_and_values_are_parameters(pg):
     assert pg.store.integrity_check() == "ok"
     key = HOSTILE[1].replace('"', "")
     where, params = to_pg_sql(parse_filter({key: HOSTILE[1]}), "m")
-    assert "DROP" not in where and params == [key, json.dumps(HOSTILE[1])]
+    assert "DROP" not in where and params == [json.dumps({key: HOSTILE[1]}), key, json.dumps(HOSTILE[1])]
 
 
 # ---------------------------------------------------------------- dense leg

@@ -232,8 +232,10 @@ def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any
             return "FALSE"  # NaN/inf equal nothing (and are not JSON)
         if isinstance(v, str) and "\x00" in v:
             return "FALSE"  # PostgreSQL stores no NUL character: no stored value can equal it
-        params.extend([key, json.dumps(v, ensure_ascii=False)])
-        return f"COALESCE(({column} -> %s) = %s::jsonb, FALSE)"
+        # containment first: a GIN (jsonb_path_ops) index on the column can answer it; the exact
+        # comparison after it keeps the semantics (containment would also match inside arrays)
+        params.extend([json.dumps({key: v}, ensure_ascii=False), key, json.dumps(v, ensure_ascii=False)])
+        return f"({column} @> %s::jsonb AND COALESCE(({column} -> %s) = %s::jsonb, FALSE))"
 
     def walk(node: Filter) -> str:
         if isinstance(node, And):

@@ -16,7 +16,9 @@ with an application's), created and upgraded by numbered migrations under an adv
 * **Dense** vectors in ``vector(d)`` with an HNSW index (cosine); filtered queries use pgvector's
   iterative index scans (0.8+) and fall back to an exact scan when the index returns fewer than
   ``k`` rows while more rows pass the filter.
-* **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.retrieve.filters.to_pg_sql`).
+* **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.retrieve.filters.to_pg_sql`);
+  equalities are also emitted as containment (``@>``), which the GIN index on ``chunks.metadata``
+  answers, so a selective filter does not scan every chunk's JSON.
 * **Connections** come from a psycopg 3 pool; every statement runs under a statement timeout.
   Writers of one namespace are serialized by a row lock on the namespace, so several processes may
   write to one database.
@@ -122,6 +124,7 @@ CREATE TABLE chunks (
     UNIQUE (ns_id, chunk_id)
 );
 CREATE INDEX chunks_by_doc ON chunks (ns_id, doc_id);
+CREATE INDEX chunks_metadata ON chunks USING gin (metadata jsonb_path_ops);
 CREATE TABLE postings (
     ns_id BIGINT NOT NULL,
     term TEXT NOT NULL,
@@ -412,6 +415,27 @@ class PostgresStore:
                 conn.execute(f"ALTER TABLE vectors ALTER COLUMN embedding TYPE vector({int(dim)})")
                 conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
                              f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
+
+    def drop_vector_index(self) -> None:
+        """Drop the HNSW index (before a bulk load: building it once afterwards is much faster than
+        inserting a million vectors into it one by one). Dense search stays exact until rebuilt."""
+        with self._wlock, self._conn() as conn:
+            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+
+    def create_vector_index(self, *, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION,
+                            maintenance_work_mem: str = "1GB") -> None:
+        """(Re)build the HNSW index (cosine) over every vector; give the build enough
+        ``maintenance_work_mem`` to keep the graph in memory (about 1.5 × the vectors' size)."""
+        if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):
+            raise ValidationError(f"maintenance_work_mem {maintenance_work_mem!r}: expected e.g. '2GB'")
+        with self._wlock, self._conn() as conn:
+            conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
+            conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
+            conn.execute("SET statement_timeout = 0")  # a build may take longer than any query may
+            conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
+                         f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+            conn.execute("RESET statement_timeout")
+            conn.execute("RESET maintenance_work_mem")
 
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
