@@ -169,13 +169,16 @@ class Memory:
         self.store = open_store(path if path is not None else self.path, create=create)
         #: the backend runs the BM25 and dense legs itself (PostgreSQL): no in-process indexes
         self._native = bool(getattr(self.store, "native_search", False))
-        self.embedder_name = embedder_name(self._spec)
-        stored, stored_dim = self.store.embedder_info()
-        if stored is None:
-            self.store.set_embedder(self.embedder_name, None)
-        elif stored != self.embedder_name and check_embedder:
-            self.store.close()
-            raise EmbedderMismatchError(stored, stored_dim or 0, self.embedder_name, 0)
+        try:
+            self.embedder_name = embedder_name(self._spec)
+            stored, stored_dim = self.store.embedder_info()
+            if stored is None:
+                self.store.set_embedder(self.embedder_name, None)
+            elif stored != self.embedder_name and check_embedder:
+                raise EmbedderMismatchError(stored, stored_dim or 0, self.embedder_name, 0)
+        except BaseException:
+            self.store.close()  # a refused store keeps no connection open
+            raise
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
         self._indexes: dict[str, DenseIndex] = {}
         self._sparse: dict[str, SparseIndex] = {}
@@ -337,9 +340,12 @@ class Memory:
         namespace: str | None = None,
         batch_size: int = 64,
         progress: Callable[[int], None] | None = None,
+        skip_invalid: bool = False,
     ) -> IngestReport:
         """Store many documents; each batch is one transaction. Every document is validated before
-        its batch is written, so a bad one fails its batch cleanly and loses nothing already stored."""
+        its batch is written, so a bad one fails its batch cleanly and loses nothing already stored.
+        With ``skip_invalid`` an invalid document is left out and listed in ``report.skipped``
+        (with its source and the reason) instead of failing the call."""
         ns = self._ns(namespace)
         report = IngestReport()
         batch: list[PreparedDocument] = []
@@ -353,7 +359,14 @@ class Memory:
                 batch.clear()
 
         for d in docs:
-            batch.append(self._prepare(d, ns))
+            try:
+                batch.append(self._prepare(d, ns))
+            except ValidationError as e:
+                if not skip_invalid:
+                    raise
+                src = d.get("source") or d.get("id") if isinstance(d, dict) else (d.source or d.id)
+                report.skipped.append({"path": str(src or "?"), "reason": str(e)})
+                continue
             if len(batch) >= batch_size:
                 flush()
         flush()
@@ -429,7 +442,9 @@ class Memory:
         if metadata:
             for d in docs:
                 d.metadata = {**d.metadata, **metadata}
-        report = self.add_documents(docs, namespace=namespace, progress=progress)
+        # one bad file (NUL characters deep inside, metadata nested too deep...) is skipped with its
+        # reason, as unreadable files are: it must not abort the rest of a directory
+        report = self.add_documents(docs, namespace=namespace, progress=progress, skip_invalid=True)
         report.skipped += [{"path": s.path, "reason": s.reason} for s in skipped]
         return report
 

@@ -726,7 +726,9 @@ class PostgresStore:
             rids = [int(r) for r, _, _ in items]
             live = {r: (ns, th) for r, ns, th in conn.execute(
                 "SELECT id, ns_id, text_hash FROM chunks WHERE id = ANY(%s) FOR UPDATE", (rids,))}
-            conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", (rids,))
+            # dequeue what is stored or gone; a chunk whose text changed meanwhile stays queued
+            done = [r for r, th, _ in items if int(r) not in live or live[int(r)][1] == th]
+            conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in done],))
             rows: list[tuple[int, int, str]] = []
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:

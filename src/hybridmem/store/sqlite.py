@@ -226,12 +226,49 @@ class SQLiteStore:
                 raise StoreError(f"{p} is a directory, not a memory store file")
         self._local = threading.local()
         self._wlock = threading.RLock()
+        self._precheck()
         self._w = self._connect()
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._w.close()  # a refused file keeps no handle (and grows no -wal/-shm beside it)
+            raise
         self._ns_cache: dict[str, int] = {}
+
+    def _precheck(self) -> None:
+        """A read-only look at an existing file before anything may change it (switching to WAL
+        rewrites the header): a corrupt or foreign file is refused exactly as it was."""
+        p = Path(self.path)
+        if self.path == ":memory:" or not p.is_file() or p.stat().st_size == 0:
+            return
+        try:
+            # immutable: no lock, no -wal/-shm created next to a file that may not be ours (with a
+            # WAL present the store is in use: read it through the WAL)
+            has_wal = Path(self.path + "-wal").exists()
+            db = sqlite3.connect(f"{p.resolve().as_uri()}?{'mode=ro' if has_wal else 'immutable=1'}", uri=True)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+                # without a WAL beside it, the file holds every page its header counts
+                expected = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a hybridmem store (SQLite says: {e})") from None
+        if version == 0 and tables:
+            raise StoreError(f"{self.path} is an SQLite file but not a hybridmem store")
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this hybridmem ({SCHEMA_VERSION}): upgrade"
+            )
+        size = p.stat().st_size
+        if not has_wal and size < expected:
+            raise StoreError(f"{self.path} is not a hybridmem store: truncated or corrupt ({size} bytes, its header "
+                             f"counts {expected})")
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
+        db = None
         try:
             db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
@@ -240,6 +277,8 @@ class SQLiteStore:
             db.execute("PRAGMA foreign_keys=ON")
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as e:
+            if db is not None:
+                db.close()
             raise StoreError(f"{self.path} is not a hybridmem store (SQLite says: {e})") from None
         return db
 
@@ -559,8 +598,12 @@ class SQLiteStore:
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:
                 row = db.execute("SELECT ns_id, text_hash FROM chunks WHERE id=?", (rid,)).fetchone()
+                if row is not None and row[1] != th:
+                    # changed meanwhile (SQLite may even give a new chunk the rowid of a deleted
+                    # one): its queue entry stays, for the new text's vector
+                    continue
                 db.execute("DELETE FROM embed_queue WHERE chunk_rowid=?", (rid,))
-                if row is None or row[1] != th:
+                if row is None:
                     continue
                 db.execute(
                     "INSERT OR REPLACE INTO vectors VALUES (?, ?)", (rid, np.asarray(vec, np.float32).tobytes())

@@ -50,7 +50,7 @@ def _decode(path: Path) -> str:
     if size > config.MAX_FILE_BYTES:
         raise IngestError(f"{path}: {size} bytes is larger than the {config.MAX_FILE_BYTES}-byte limit")
     raw = path.read_bytes()
-    if b"\x00" in raw[:8192]:
+    if b"\x00" in raw:  # the whole file: one NUL past the first block is still binary
         raise IngestError(f"{path}: binary file (NUL bytes)")
     try:
         return raw.decode("utf-8-sig")
