@@ -184,7 +184,16 @@ def test_hostile_keys_and_values_are_parameters(pg):
 
 
 # ---------------------------------------------------------------- dense leg
-def test_selective_filter_still_fills_top_k_and_uses_hnsw(pg):
+def test_selective_filter_still_fills_top_k_and_uses_hnsw(pg_url):
+    # exact_threshold=0: the HNSW index serves every dense query (by default small namespaces are exact)
+    pg = Memory(pg_url, embedder="hash", auto_embed=False, exact_threshold=0)
+    try:
+        _selective_filter_checks(pg)
+    finally:
+        pg.close()
+
+
+def _selective_filter_checks(pg: Memory) -> None:
     rng = random.Random(7)
     words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
     docs = [{"id": f"d{i}", "text": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
@@ -211,6 +220,17 @@ def test_selective_filter_still_fills_top_k_and_uses_hnsw(pg):
     tiny = {"i": {"$in": [5, 17, 2999]}}
     resp = pg.search(q, mode="vector", top_k=10, metadata_filter=tiny)
     assert sorted(r.doc_id for r in resp.results) == ["d17", "d2999", "d5"]
+    assert pg.stats().dense_index == "pgvector-hnsw"
+
+
+def test_small_namespaces_are_searched_exactly(pg):
+    pg.add_documents([{"id": f"e{i}", "text": f"exact scan note {i} about {'lynx' if i % 2 else 'otter'}"}
+                      for i in range(200)])
+    pg.embed_pending()
+    assert pg.stats().dense_index == "exact"
+    qv = pg.embedder.embed_query("otter note")
+    got = pg.store.search_dense("default", qv, None, 10)
+    assert got == pg.store.search_dense("default", qv, None, 10, exact=True)
 
 
 # ---------------------------------------------------------------- concurrency

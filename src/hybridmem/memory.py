@@ -166,7 +166,7 @@ class Memory:
         self._spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
         self._embedder: Embedder | None = embedder if (embedder is not None and not isinstance(embedder, str)) else None
         self._worker_embedder: Embedder | None = None
-        self.store = open_store(path if path is not None else self.path, create=create)
+        self.store = open_store(path if path is not None else self.path, create=create, exact_threshold=exact_threshold)
         #: the backend runs the BM25 and dense legs itself (PostgreSQL): no in-process indexes
         self._native = bool(getattr(self.store, "native_search", False))
         try:
@@ -176,6 +176,8 @@ class Memory:
                 self.store.set_embedder(self.embedder_name, None)
             elif stored != self.embedder_name and check_embedder:
                 raise EmbedderMismatchError(stored, stored_dim or 0, self.embedder_name, 0)
+            if self._embedder is not None and getattr(self._embedder, "dim", None) and check_embedder:
+                self._check_dim(self._embedder)  # an embedder instance: record (or check) its dimension now
         except BaseException:
             self.store.close()  # a refused store keeps no connection open
             raise
@@ -786,7 +788,7 @@ class Memory:
         c = self.store.counts(ns)
         name, dim = self.store.embedder_info()
         idx = self._indexes.get(ns)
-        kind = ("pgvector-hnsw" if self._native else
+        kind = (("pgvector-hnsw" if c["vectors"] >= self.exact_threshold else "exact") if self._native else
                 idx.kind if idx is not None else ("hnsw" if c["vectors"] >= self.exact_threshold else "exact"))
         return Stats(
             path=self.store.path,  # a URL's password masked

@@ -30,7 +30,8 @@ def display_target(target: str | Path) -> str:
 
 def open_store(target: str | Path, *, create: bool = True, **options: Any) -> Any:
     """The backend for ``target``: :class:`~hybridmem.store.postgres.PostgresStore` for a PostgreSQL
-    URL (needs the ``postgres`` extra), :class:`SQLiteStore` for anything else (a file path)."""
+    URL (needs the ``postgres`` extra; ``options`` go to it), :class:`SQLiteStore` for anything else
+    (a file path; the options, which tune server-side search, do not apply to it)."""
     if is_url(target):
         try:
             from .postgres import PostgresStore

@@ -277,13 +277,18 @@ class PostgresStore:
     native_search = True
 
     def __init__(self, url: str, *, create: bool = True, pool_size: int = 8, statement_timeout_ms: int = 30_000,
-                 schema: str = "hybridmem", connect_timeout: float = 10.0, hnsw_ef_search: int = 64) -> None:
+                 schema: str = "hybridmem", connect_timeout: float = 10.0, hnsw_ef_search: int = 64,
+                 exact_threshold: int = 20_000) -> None:
         self.url = url
         self.path = mask_url(url)
         if not _IDENT.match(schema):
             raise ValidationError(f"invalid PostgreSQL schema name {schema!r} (lower-case letters, digits, _)")
         self.schema = schema
         self.hnsw_ef_search = int(hnsw_ef_search)
+        #: namespaces with fewer vectors are searched exactly (a scan costs little there, and HNSW
+        #: recall is never perfect), as the embedded backend does below its own threshold
+        self.exact_threshold = int(exact_threshold)
+        self._vcount: dict[int, tuple[int, int]] = {}  # ns id -> (vector version, vector count)
         self._wlock = threading.RLock()
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
@@ -555,8 +560,7 @@ class PostgresStore:
                                "tokens, n_tokens, created_at, updated_at)", chunk_rows)
                     self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
                     self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
-                    if vec_rows:
-                        cur.executemany("INSERT INTO vectors VALUES (%s, %s, %s::vector)", vec_rows)
+                    self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
                     if df:
                         terms_l = list(df)
                         cur.execute(
@@ -721,7 +725,10 @@ class PostgresStore:
         res = WriteResult()
         if not items:
             return res
-        _, dim = self.embedder_info()
+        name, dim = self.embedder_info()
+        if not dim:  # the first vectors fix the dimension: type the column and build its index
+            dim = int(np.asarray(items[0][2]).ravel().shape[0])
+            self.set_embedder(name or "unknown", dim)
         with self._wlock, self._conn() as conn, conn.transaction():
             rids = [int(r) for r, _, _ in items]
             live = {r: (ns, th) for r, ns, th in conn.execute(
@@ -740,9 +747,9 @@ class PostgresStore:
                     raise ValidationError(f"vector for chunk {rid} has dimension {v.shape[0]}, the store's is {dim}")
                 rows.append((int(rid), got[0], _vec_text(v)))
                 by_ns.setdefault(got[0], []).append(int(rid))
+            conn.execute("DELETE FROM vectors WHERE chunk_rowid = ANY(%s)", ([r[0] for r in rows],))  # re-embedding
             with conn.cursor() as cur:
-                cur.executemany("INSERT INTO vectors VALUES (%s, %s, %s::vector) ON CONFLICT (chunk_rowid) "
-                                "DO UPDATE SET embedding = excluded.embedding", rows)
+                self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", rows)
             names = dict(conn.execute("SELECT id, name FROM namespaces WHERE id = ANY(%s)", (list(by_ns),)).fetchall())
             for ns in sorted(by_ns):
                 res.vec_changes.append((names[ns], self._bump(conn, ns), by_ns[ns], []))
@@ -841,6 +848,13 @@ class PostgresStore:
                f"ORDER BY v.embedding <=> %s::vector LIMIT %s")
         params = [qv, *fparams, ns, qv, k]
         with self._conn() as conn, conn.transaction():
+            if not exact and self.exact_threshold > 0:
+                version = conn.execute("SELECT vec_version FROM namespaces WHERE id=%s", (ns,)).fetchone()[0]
+                cached = self._vcount.get(ns)
+                if cached is None or cached[0] != version:
+                    n_vec = conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone()[0]
+                    cached = self._vcount[ns] = (version, int(n_vec))
+                exact = cached[1] < self.exact_threshold
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.hnsw_ef_search, min(int(k), 1000))}")
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             if exact:
