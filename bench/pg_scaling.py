@@ -137,7 +137,8 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
             for leg, rep in r.legs.items():
                 legs[name].setdefault(leg, []).append(rep.took_ms)
     out["query"] = {name: {**summary(v), "legs_p50_ms": {leg: round(statistics.median(x), 2)
-                                                         for leg, x in legs[name].items()}}
+                                                         for leg, x in legs[name].items()},
+                           "legs_max_ms": {leg: round(max(x), 1) for leg, x in legs[name].items()}}
                     for name, v in lat.items()}
     # dense recall@10 of the index vs exact, 50 queries
     _, rowids, m = mem.store.load_vectors("default")

@@ -439,6 +439,7 @@ class PostgresStore:
             conn.execute("SET statement_timeout = 0")  # a build may take longer than any query may
             conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
                          f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+            conn.execute("ANALYZE vectors")
             conn.execute("RESET statement_timeout")
             conn.execute("RESET maintenance_work_mem")
 
@@ -586,7 +587,22 @@ class PostgresStore:
                 raise  # turned into StoreError by _conn
             raise StoreError(f"write to {self.path} failed: {str(e).strip()}") from e
         self._ns_cache.pop(namespace, None)
+        self._maybe_analyze(res.chunks_written)
         return res
+
+    def _maybe_analyze(self, n: int) -> None:
+        """Refresh planner statistics after bulk writes (autovacuum catches up only later, and a
+        planner that still believes the tables empty picks nested loops over a million rows)."""
+        with self._wlock:
+            self._since_analyze = getattr(self, "_since_analyze", 0) + n
+            total = getattr(self, "_analyzed_at", 0)
+            if self._since_analyze < max(5_000, total // 5):
+                return
+            self._analyzed_at = total + self._since_analyze
+            self._since_analyze = 0
+        with self._conn() as conn:
+            for table in ("chunks", "postings", "term_df", "vectors", "embed_queue"):
+                conn.execute(f"ANALYZE {table}")
 
     @staticmethod
     def _copy(cur: psycopg.Cursor, target: str, rows: list[tuple]) -> None:
