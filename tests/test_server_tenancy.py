@@ -26,9 +26,19 @@ MODES = ("bm25", "vector", "hybrid", "rerank")
 STATE: dict[str, dict[str, str]] = {"alpha": {}, "beta": {}}
 
 
-@pytest.fixture(scope="module")
-def clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, httpx.Client]]:
-    mem = Memory(tmp_path_factory.mktemp("tenancy") / "m.db", embedder="hash", auto_embed=True)
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def clients(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, httpx.Client]]:
+    """A live server over each backend in turn (the same checks hold on SQLite and PostgreSQL)."""
+    url = None
+    if request.param == "postgres":
+        from pg_utils import server
+
+        url = server().new_database()
+    target = url or tmp_path_factory.mktemp("tenancy") / "m.db"
+    for held in STATE.values():
+        held.clear()
+    mem = Memory(target, embedder="hash", auto_embed=True)
+    request.addfinalizer(lambda: url and __import__("pg_utils").server().drop_database(url))
     with LiveServer(mem, ServerConfig(api_keys=KEYS)) as srv:
         cs = {"alpha": srv.client("key-alpha-0001"), "beta": srv.client("key-beta-00001")}
         cs["mem"] = mem  # type: ignore[assignment]
