@@ -332,3 +332,22 @@ def test_statement_timeout_is_a_store_error(pg_url):
         assert s.namespaces() == []  # the pool is still usable
     finally:
         s.close()
+
+
+def test_missing_pgvector_says_what_to_install(pg_url, monkeypatch):
+    """A server without the extension: CREATE EXTENSION fails with 'not available' (simulated at
+    the driver: every test server here has pgvector) → one error naming what to install."""
+    import psycopg
+    from psycopg import errors as pgerr
+
+    real = psycopg.Connection.execute
+
+    def execute(self, query, *a, **kw):  # type: ignore[no-untyped-def]
+        if isinstance(query, str) and query.startswith("CREATE EXTENSION"):
+            raise pgerr.UndefinedFile('extension "vector" is not available')
+        return real(self, query, *a, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", execute)
+    with pytest.raises(StoreError, match="no pgvector extension") as ei:
+        Memory(pg_url, embedder="hash", auto_embed=False)
+    assert "install pgvector" in str(ei.value)
