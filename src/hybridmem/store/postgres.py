@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import threading
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -77,6 +78,25 @@ def mask_url(url: str) -> str:
 def _vec_text(v: np.ndarray) -> str:
     # repr of each float32 (as a Python float) round-trips exactly through pgvector's float4 parser
     return "[" + ",".join(map(repr, np.asarray(v, np.float32).astype(np.float64).tolist())) + "]"
+
+
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+
+
+def _copy_vectors_binary(cur: psycopg.Cursor, rows: Sequence[tuple[int, int, np.ndarray]]) -> None:
+    """COPY (chunk_rowid, ns_id, embedding) rows in PostgreSQL's binary format: pgvector's binary
+    form is int16 dim, int16 unused, then big-endian float4s — no text formatting of floats."""
+    if not rows:
+        return
+    parts = [_COPY_HEADER]
+    for rid, ns, v in rows:
+        v = np.asarray(v, np.float32).ravel()
+        body = struct.pack(">hh", v.shape[0], 0) + v.astype(">f4").tobytes()
+        parts.append(struct.pack(">hiqiqi", 3, 8, int(rid), 8, int(ns), len(body)))
+        parts.append(body)
+    parts.append(struct.pack(">h", -1))
+    with cur.copy("COPY vectors (chunk_rowid, ns_id, embedding) FROM STDIN (FORMAT BINARY)") as cp:
+        cp.write(b"".join(parts))
 
 
 def _parse_vec(s: str) -> np.ndarray:
@@ -131,7 +151,7 @@ CREATE TABLE postings (
     chunk_rowid BIGINT NOT NULL,
     tf INTEGER NOT NULL,
     dl INTEGER NOT NULL,
-    PRIMARY KEY (ns_id, term, chunk_rowid)
+    PRIMARY KEY (ns_id, term, chunk_rowid) INCLUDE (tf, dl)  -- covering: BM25 reads only the index
 );
 CREATE TABLE term_df (
     ns_id BIGINT NOT NULL,
@@ -395,9 +415,20 @@ class PostgresStore:
         dim = rows.get("dim")
         return rows.get("embedder"), (int(dim) if dim else None)
 
+    def _dim(self) -> tuple[str | None, int | None]:
+        """embedder_info, cached once a dimension is recorded (it changes only through set_embedder,
+        which every process sees as a type change of the column: a stale cache fails loudly there)."""
+        cached = getattr(self, "_dim_cache", None)
+        if cached is None:
+            cached = self.embedder_info()
+            if cached[1]:
+                self._dim_cache = cached
+        return cached
+
     def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None:
         """Record the embedder and type the vector column ``vector(dim)`` with its HNSW index; with
         ``reset_vectors`` drop every vector and queue every chunk."""
+        self._dim_cache = None
         with self._wlock, self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('hybridmem-embedder'))")
             conn.execute("INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -601,7 +632,10 @@ class PostgresStore:
             self._analyzed_at = total + self._since_analyze
             self._since_analyze = 0
         with self._conn() as conn:
-            for table in ("chunks", "postings", "term_df", "vectors", "embed_queue"):
+            # VACUUM sets the visibility map, without which the covering postings index cannot
+            # answer BM25 alone (autovacuum does it too, later)
+            conn.execute("VACUUM (ANALYZE) postings")
+            for table in ("chunks", "term_df", "vectors", "embed_queue"):
                 conn.execute(f"ANALYZE {table}")
 
     @staticmethod
@@ -741,7 +775,7 @@ class PostgresStore:
         res = WriteResult()
         if not items:
             return res
-        name, dim = self.embedder_info()
+        name, dim = self._dim()
         if not dim:  # the first vectors fix the dimension: type the column and build its index
             dim = int(np.asarray(items[0][2]).ravel().shape[0])
             self.set_embedder(name or "unknown", dim)
@@ -752,7 +786,7 @@ class PostgresStore:
             # dequeue what is stored or gone; a chunk whose text changed meanwhile stays queued
             done = [r for r, th, _ in items if int(r) not in live or live[int(r)][1] == th]
             conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in done],))
-            rows: list[tuple[int, int, str]] = []
+            rows: list[tuple[int, int, np.ndarray]] = []
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:
                 got = live.get(int(rid))
@@ -761,11 +795,11 @@ class PostgresStore:
                 v = np.asarray(vec, np.float32).ravel()
                 if dim and v.shape[0] != dim:
                     raise ValidationError(f"vector for chunk {rid} has dimension {v.shape[0]}, the store's is {dim}")
-                rows.append((int(rid), got[0], _vec_text(v)))
+                rows.append((int(rid), got[0], v))
                 by_ns.setdefault(got[0], []).append(int(rid))
             conn.execute("DELETE FROM vectors WHERE chunk_rowid = ANY(%s)", ([r[0] for r in rows],))  # re-embedding
             with conn.cursor() as cur:
-                self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", rows)
+                _copy_vectors_binary(cur, rows)
             names = dict(conn.execute("SELECT id, name FROM namespaces WHERE id = ANY(%s)", (list(by_ns),)).fetchall())
             for ns in sorted(by_ns):
                 res.vec_changes.append((names[ns], self._bump(conn, ns), by_ns[ns], []))
@@ -834,15 +868,21 @@ class PostgresStore:
             return []
         where, fparams = to_pg_sql(flt, "c.metadata")
         join = f"JOIN chunks c ON c.id = p.chunk_rowid AND {where}" if flt is not None else ""
+        # statistics and idf once per query (materialized), then float8 arithmetic per posting:
+        # tf·(k1+1) / (tf + k1·(1−b) + (k1·b/avgdl)·dl) is the BM25 term weight rearranged
         sql = f"""
-            WITH s AS (SELECT n_chunks::float8 AS n, total_len::float8 / NULLIF(n_chunks, 0) AS avgdl
-                       FROM namespaces WHERE id = %s),
-                 w AS (SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE 1e-6 END AS idf
-                       FROM term_df d CROSS JOIN s,
-                            LATERAL (SELECT ln((s.n - d.df + 0.5) / (d.df + 0.5)) AS idf) x
-                       WHERE d.ns_id = %s AND d.term = ANY(%s))
+            WITH s AS MATERIALIZED (
+                     SELECT n_chunks::float8 AS n,
+                            {K1}::float8 * (1.0::float8 - {B}::float8) AS c1,
+                            {K1}::float8 * {B}::float8 / NULLIF(total_len::float8 / NULLIF(n_chunks, 0), 0) AS c2
+                     FROM namespaces WHERE id = %s),
+                 w AS MATERIALIZED (
+                     SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE 1e-6::float8 END AS idf
+                     FROM term_df d CROSS JOIN s,
+                          LATERAL (SELECT ln((s.n - d.df::float8 + 0.5::float8) / (d.df::float8 + 0.5::float8)) AS idf) x
+                     WHERE d.ns_id = %s AND d.term = ANY(%s))
             SELECT p.chunk_rowid,
-                   sum(w.idf * p.tf * ({K1} + 1.0) / (p.tf + {K1} * (1.0 - {B} + {B} * p.dl / s.avgdl))) AS score
+                   sum(w.idf * p.tf::float8 * {K1 + 1.0}::float8 / (p.tf::float8 + s.c1 + s.c2 * p.dl::float8)) AS score
             FROM w JOIN postings p ON p.ns_id = %s AND p.term = w.term CROSS JOIN s {join}
             GROUP BY p.chunk_rowid ORDER BY score DESC, p.chunk_rowid LIMIT %s"""
         with self._conn() as conn:
