@@ -351,3 +351,20 @@ def test_missing_pgvector_says_what_to_install(pg_url, monkeypatch):
     with pytest.raises(StoreError, match="no pgvector extension") as ei:
         Memory(pg_url, embedder="hash", auto_embed=False)
     assert "install pgvector" in str(ei.value)
+
+
+def test_store_options_reach_the_backend(pg_url):
+    import psycopg
+
+    from hybridmem.errors import ValidationError
+
+    with Memory(pg_url, embedder="hash", auto_embed=False,
+                store_options={"schema": "team_a", "pool_size": 2, "hnsw_ef_search": 200}) as m:
+        m.add("a note in its own schema", id="s1")
+        assert m.store.hnsw_ef_search == 200 and m.store.schema == "team_a"
+    with psycopg.connect(pg_url) as c:
+        assert c.execute("SELECT count(*) FROM team_a.chunks").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'hybridmem'"
+                         ).fetchone()[0] == 0
+    with pytest.raises(ValidationError, match="schema"):
+        Memory(pg_url, embedder="hash", auto_embed=False, store_options={"schema": "x; DROP TABLE y"})

@@ -148,6 +148,7 @@ class Memory:
         leg_timeout: float = config.LEG_TIMEOUT,
         create: bool = True,
         check_embedder: bool = True,
+        store_options: dict[str, Any] | None = None,
         llm: str | ChatModel | None = None,
         reranker: str | Reranker | None = None,
     ) -> None:
@@ -166,7 +167,10 @@ class Memory:
         self._spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
         self._embedder: Embedder | None = embedder if (embedder is not None and not isinstance(embedder, str)) else None
         self._worker_embedder: Embedder | None = None
-        self.store = open_store(path if path is not None else self.path, create=create, exact_threshold=exact_threshold)
+        # store_options tune a server backend (PostgreSQL: pool_size, statement_timeout_ms, schema,
+        # hnsw_ef_search, connect_timeout); the embedded SQLite store takes none
+        self.store = open_store(path if path is not None else self.path, create=create,
+                                **{"exact_threshold": exact_threshold, **(store_options or {})})
         #: the backend runs the BM25 and dense legs itself (PostgreSQL): no in-process indexes
         self._native = bool(getattr(self.store, "native_search", False))
         try:
