@@ -445,9 +445,7 @@ def phase_query(n: int, db: Path, n_queries: int, do_dense: bool, bag_n: int, bl
     r = mem.search(warm[0], mode="vector", top_k=10)
     cold_ms = (time.perf_counter() - t) * 1000
     cold_status = r.legs["dense"].status
-    idx = mem._indexes[NS]
-    while idx._building:
-        time.sleep(0.05)
+    mem.wait_for_indexes(namespace=NS)
     ready_ms = (time.perf_counter() - t) * 1000
     rss_loaded = rss_mb()
     for q in warm:

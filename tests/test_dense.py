@@ -87,3 +87,14 @@ def test_filtered_search_uses_the_graph_for_broad_filters_and_stays_a_pre_filter
     assert sel_victim not in {r for r, _ in idx.search(v[1], 60, selective)}
     # a filter allowing fewer rows than k returns all of them
     assert {r for r, _ in idx.search(v[2], 10, np.array([100, 200, 300]))} == {100, 200, 300}
+
+
+def test_wait_for_indexes_builds_the_hnsw_graph(tmp_path) -> None:
+    from hybridmem import Memory
+
+    with Memory(tmp_path / "w.db", embedder="hash", auto_embed=False, exact_threshold=50) as m:
+        m.add_documents([{"id": f"d{i}", "text": f"note {i} about graph readiness"} for i in range(120)])
+        m.embed_pending()
+        assert m.wait_for_indexes(timeout=60)
+        assert m.stats().dense_index == "hnsw"
+        assert m.search("note 7 about graph readiness", mode="vector", top_k=1).results[0].doc_id == "d7"

@@ -619,6 +619,17 @@ class Memory:
             self.embed_pending(limit=config.EMBED_BATCH, progress=progress)
         return True
 
+    def wait_for_indexes(self, *, namespace: str | None = None, timeout: float | None = None) -> bool:
+        """Load a namespace's in-process BM25 and dense indexes and wait until a background HNSW
+        build (above ``exact_threshold``) has finished — e.g. before measuring, or before taking
+        traffic. Queries never need this: they are answered exactly while the graph builds. A
+        server backend (PostgreSQL) keeps no in-process index: returns at once. True when ready."""
+        ns = self._ns(namespace)
+        if self._native:
+            return True
+        self._sparse_index(ns)
+        return self._index(ns).wait_ready(timeout)
+
     def reembed(self, embedder: str | Embedder, progress: Callable[[int], None] | None = None) -> int:
         """Switch the store to another embedder: drop all vectors, queue every chunk, embed them."""
         self._stop.set()

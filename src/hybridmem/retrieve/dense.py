@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import numpy as np
 
@@ -155,6 +156,19 @@ class DenseIndex:
     @property
     def hnsw_ready(self) -> bool:
         return self._hnsw is not None
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Start the HNSW build if this index needs one, and wait for it (queries never wait: they
+        are answered exactly meanwhile). True once no build is pending."""
+        with self._lock:
+            if len(self._pos) >= self.exact_threshold and self._hnsw is None:
+                self._start_hnsw_build()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._building:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     @property
     def kind(self) -> str:
