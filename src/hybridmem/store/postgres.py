@@ -99,8 +99,17 @@ def _copy_vectors_binary(cur: psycopg.Cursor, rows: Sequence[tuple[int, int, np.
         cp.write(b"".join(parts))
 
 
-def _parse_vec(s: str) -> np.ndarray:
-    return np.array(s[1:-1].split(","), dtype=np.float32)
+def _vectors_binary(conn: psycopg.Connection, sql: str, params: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(rowids, matrix) of a ``SELECT rowid, embedding`` in binary: pgvector sends int16 dim, int16
+    unused, then big-endian float4s — read with numpy, no text parsing (a million rows in seconds)."""
+    with conn.cursor(binary=True) as cur:
+        cur.execute(sql, list(params))
+        rows = cur.fetchall()
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    blob = b"".join(bytes(r[1])[4:] for r in rows)
+    return ids, np.frombuffer(blob, dtype=">f4").astype(np.float32).reshape(len(rows), -1)
 
 
 # ---------------------------------------------------------------------------------------------- schema
@@ -844,19 +853,16 @@ class PostgresStore:
             return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         with self.snapshot() as db:
             version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-            rows = db.execute("SELECT chunk_rowid, embedding::text FROM vectors WHERE ns_id=? ORDER BY chunk_rowid",
-                              (ns,)).fetchall()
-        if not rows:
+            ids, m = _vectors_binary(db.conn, "SELECT chunk_rowid, embedding FROM vectors WHERE ns_id=%s "
+                                     "ORDER BY chunk_rowid", (ns,))
+        if not len(ids):
             return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        return version, np.array([r[0] for r in rows], np.int64), np.stack([_parse_vec(r[1]) for r in rows])
+        return version, ids, m
 
     def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         with self._conn() as conn:
-            rows = conn.execute("SELECT chunk_rowid, embedding::text FROM vectors WHERE chunk_rowid = ANY(%s)",
-                                ([int(r) for r in rowids],)).fetchall()
-        if not rows:
-            return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
-        return np.array([r[0] for r in rows], np.int64), np.stack([_parse_vec(r[1]) for r in rows])
+            return _vectors_binary(conn, "SELECT chunk_rowid, embedding FROM vectors WHERE chunk_rowid = ANY(%s)",
+                                   ([int(r) for r in rowids],))
 
     # ------------------------------------------------------------------ the legs, in SQL
     def search_sparse(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
