@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -687,6 +688,15 @@ def serve(
         try:
             emb.warm_up()
             with Memory(state.db, embedder=emb, namespace=state.namespace, auto_embed=True) as mem:
+                # load every namespace's BM25 postings and vectors before taking traffic (and start any
+                # HNSW build): the first requests must not each pay, or queue behind, a cold load
+                t0 = time.perf_counter()
+                names = mem.store.namespaces()
+                for ns in names:
+                    mem.wait_for_indexes(namespace=ns, timeout=0)
+                if names:
+                    err.print(f"indexes of {len(names)} namespace(s) loaded in {time.perf_counter() - t0:.1f} s",
+                              highlight=False, markup=False)
                 err.print(f"hybridmem serving {display_target(state.db)} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
                           "key(s); OpenAPI at /docs)", highlight=False, markup=False, soft_wrap=True)
                 run_server(cfg, mem)
