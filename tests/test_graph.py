@@ -227,16 +227,16 @@ def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: py
 
 
 def _failed_delete_rolls_back_on_postgres(demo: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hybridmem.store import postgres as pg
+    from hybridmem.store import graph_sql
 
     before = demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
-    orig = pg._delete_graph_provenance
+    orig = graph_sql.delete_graph_provenance
 
-    def boom(conn, ns, part):  # type: ignore[no-untyped-def]
-        orig(conn, ns, part)
+    def boom(db, part):  # type: ignore[no-untyped-def]
+        orig(db, part)
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(pg, "_delete_graph_provenance", boom)
+    monkeypatch.setattr(graph_sql, "delete_graph_provenance", boom)
     with pytest.raises(RuntimeError):
         demo.delete("err-HEL-5031")
     monkeypatch.undo()

@@ -49,6 +49,7 @@ from ..errors import NotFoundError, StoreError, ValidationError
 from ..retrieve.filters import Filter, to_pg_sql
 from ..retrieve.sparse import B, K1
 from ..text.tokenize import TOKENIZER_VERSION
+from . import graph_sql
 from .base import ChunkRow, PreparedDocument, WriteResult
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
@@ -179,73 +180,10 @@ CREATE TABLE embed_queue (
     enqueued_at TEXT NOT NULL
 );
 CREATE TABLE metadata_keys (ns_id BIGINT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (ns_id, key));
-CREATE TABLE graph_entities (
-    id BIGSERIAL PRIMARY KEY,
-    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
-    key TEXT NOT NULL,
-    name TEXT NOT NULL,
-    type TEXT NOT NULL,
-    description TEXT NOT NULL DEFAULT '',
-    prov_hash TEXT,
-    stale INTEGER NOT NULL DEFAULT 0,
-    UNIQUE (ns_id, key)
-);
-CREATE TABLE graph_mentions (
-    entity_id BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-    chunk_rowid BIGINT NOT NULL,
-    count INTEGER NOT NULL DEFAULT 1,
-    PRIMARY KEY (entity_id, chunk_rowid)
-);
-CREATE INDEX graph_mentions_by_chunk ON graph_mentions (chunk_rowid);
-CREATE TABLE graph_relations (
-    id BIGSERIAL PRIMARY KEY,
-    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
-    src BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-    dst BIGINT NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-    type TEXT NOT NULL,
-    description TEXT NOT NULL DEFAULT '',
-    UNIQUE (ns_id, src, dst, type)
-);
-CREATE INDEX graph_relations_by_dst ON graph_relations (dst);
-CREATE TABLE graph_relation_sources (
-    relation_id BIGINT NOT NULL REFERENCES graph_relations(id) ON DELETE CASCADE,
-    chunk_rowid BIGINT NOT NULL,
-    weight DOUBLE PRECISION NOT NULL DEFAULT 1.0,
-    PRIMARY KEY (relation_id, chunk_rowid)
-);
-CREATE INDEX graph_relation_sources_by_chunk ON graph_relation_sources (chunk_rowid);
-CREATE TABLE graph_chunks (
-    chunk_rowid BIGINT PRIMARY KEY,
-    ns_id BIGINT NOT NULL,
-    extractor TEXT NOT NULL,
-    extracted_at TEXT NOT NULL
-);
-CREATE INDEX graph_chunks_by_ns ON graph_chunks (ns_id);
-CREATE TABLE graph_communities (
-    ns_id BIGINT NOT NULL REFERENCES namespaces(id),
-    community_id TEXT NOT NULL,
-    level INTEGER NOT NULL,
-    parent TEXT,
-    members TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    title TEXT NOT NULL DEFAULT '',
-    summary TEXT NOT NULL DEFAULT '',
-    chunk_ids TEXT NOT NULL DEFAULT '[]',
-    importance DOUBLE PRECISION NOT NULL DEFAULT 0,
-    summary_model TEXT,
-    summarized_at TEXT,
-    PRIMARY KEY (ns_id, community_id)
-);
-CREATE TABLE graph_state (
-    ns_id BIGINT PRIMARY KEY,
-    version BIGINT NOT NULL DEFAULT 0,
-    built_at TEXT,
-    params TEXT NOT NULL DEFAULT '{}'
-)
 """
 
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres")]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -688,7 +626,8 @@ class PostgresStore:
             conn.execute("DELETE FROM term_df WHERE ns_id=%s AND term = ANY(%s) AND df <= 0", (ns, terms_l))
         conn.execute("UPDATE namespaces SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE id=%s",
                      (len(rows), total, ns))
-        _delete_graph_provenance(conn, ns, rowids)
+        for i in range(0, len(rowids), 500):
+            graph_sql.delete_graph_provenance(_Qmark(conn), rowids[i : i + 500])
         conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors and queue cascade
 
     def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
@@ -1066,24 +1005,3 @@ class PostgresStore:
             self.close()
         except Exception:
             pass
-
-
-def _delete_graph_provenance(conn: psycopg.Connection, ns: int, part: list[int]) -> None:
-    """The graph side of a chunk delete (as in :mod:`.sqlite`): the entities and relations the
-    chunks supported are marked stale; those left without provenance are deleted."""
-    ents = [r[0] for r in conn.execute("SELECT DISTINCT entity_id FROM graph_mentions WHERE chunk_rowid = ANY(%s)",
-                                       (part,))]
-    rels = [r[0] for r in conn.execute(
-        "SELECT DISTINCT relation_id FROM graph_relation_sources WHERE chunk_rowid = ANY(%s)", (part,))]
-    conn.execute("DELETE FROM graph_chunks WHERE chunk_rowid = ANY(%s)", (part,))
-    if not ents and not rels:
-        return
-    conn.execute("DELETE FROM graph_mentions WHERE chunk_rowid = ANY(%s)", (part,))
-    conn.execute("DELETE FROM graph_relation_sources WHERE chunk_rowid = ANY(%s)", (part,))
-    conn.execute("DELETE FROM graph_relations r WHERE id = ANY(%s) AND NOT EXISTS "
-                 "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id = r.id)", (rels,))
-    conn.execute("UPDATE graph_entities SET stale = 1, prov_hash = NULL WHERE id = ANY(%s)", (ents,))
-    conn.execute("DELETE FROM graph_entities e WHERE id = ANY(%s) AND NOT EXISTS "
-                 "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = e.id)", (ents,))
-    conn.execute("UPDATE graph_state SET version = version + 1 WHERE ns_id=%s", (ns,))
-

@@ -23,6 +23,7 @@ from ..errors import NotFoundError, StoreError, ValidationError
 from ..retrieve.filters import Filter, to_sql
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
 from .base import ChunkRow, PreparedDocument, WriteResult
+from .graph_sql import delete_graph_provenance, graph_tables
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
@@ -92,74 +93,7 @@ def _m3(db: sqlite3.Connection) -> None:
     # the GraphRAG layer (hybridmem.graph): entities and relations with their provenance (chunk
     # rowids), the chunks already extracted, and communities with their summaries. Every row carries
     # its namespace; provenance rows are deleted with their chunk (see _delete_chunk_rows)
-    _script(
-        db,
-        """
-        CREATE TABLE graph_entities (
-            id INTEGER PRIMARY KEY,
-            ns_id INTEGER NOT NULL REFERENCES namespaces(id),
-            key TEXT NOT NULL,
-            name TEXT NOT NULL,
-            type TEXT NOT NULL,
-            description TEXT NOT NULL DEFAULT '',
-            prov_hash TEXT,
-            stale INTEGER NOT NULL DEFAULT 0,
-            UNIQUE (ns_id, key)
-        );
-        CREATE TABLE graph_mentions (
-            entity_id INTEGER NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-            chunk_rowid INTEGER NOT NULL,
-            count INTEGER NOT NULL DEFAULT 1,
-            PRIMARY KEY (entity_id, chunk_rowid)
-        );
-        CREATE INDEX graph_mentions_by_chunk ON graph_mentions (chunk_rowid);
-        CREATE TABLE graph_relations (
-            id INTEGER PRIMARY KEY,
-            ns_id INTEGER NOT NULL REFERENCES namespaces(id),
-            src INTEGER NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-            dst INTEGER NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-            type TEXT NOT NULL,
-            description TEXT NOT NULL DEFAULT '',
-            UNIQUE (ns_id, src, dst, type)
-        );
-        CREATE INDEX graph_relations_by_dst ON graph_relations (dst);
-        CREATE TABLE graph_relation_sources (
-            relation_id INTEGER NOT NULL REFERENCES graph_relations(id) ON DELETE CASCADE,
-            chunk_rowid INTEGER NOT NULL,
-            weight REAL NOT NULL DEFAULT 1.0,
-            PRIMARY KEY (relation_id, chunk_rowid)
-        );
-        CREATE INDEX graph_relation_sources_by_chunk ON graph_relation_sources (chunk_rowid);
-        CREATE TABLE graph_chunks (
-            chunk_rowid INTEGER PRIMARY KEY,
-            ns_id INTEGER NOT NULL,
-            extractor TEXT NOT NULL,
-            extracted_at TEXT NOT NULL
-        );
-        CREATE INDEX graph_chunks_by_ns ON graph_chunks (ns_id);
-        CREATE TABLE graph_communities (
-            ns_id INTEGER NOT NULL REFERENCES namespaces(id),
-            community_id TEXT NOT NULL,
-            level INTEGER NOT NULL,
-            parent TEXT,
-            members TEXT NOT NULL,
-            fingerprint TEXT NOT NULL,
-            title TEXT NOT NULL DEFAULT '',
-            summary TEXT NOT NULL DEFAULT '',
-            chunk_ids TEXT NOT NULL DEFAULT '[]',
-            importance REAL NOT NULL DEFAULT 0,
-            summary_model TEXT,
-            summarized_at TEXT,
-            PRIMARY KEY (ns_id, community_id)
-        );
-        CREATE TABLE graph_state (
-            ns_id INTEGER PRIMARY KEY,
-            version INTEGER NOT NULL DEFAULT 0,
-            built_at TEXT,
-            params TEXT NOT NULL DEFAULT '{}'
-        )
-        """
-    )
+    _script(db, graph_tables("sqlite"))
 
 
 #: numbered schema migrations; index i upgrades user_version i to i + 1
@@ -175,36 +109,6 @@ def _fts(ns_id: int) -> str:
 def _fts_query(tokens: Sequence[str]) -> str:
     # every term is a quoted FTS5 string: no user text can reach FTS5 query syntax
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
-
-
-def _delete_graph_provenance(db: sqlite3.Connection, part: list[int], q: str) -> None:
-    """Drop the graph provenance of deleted chunks in the caller's transaction: the entities and
-    relations they supported are marked stale (their communities' fingerprints change), and the
-    ones left without any provenance are deleted. No model is involved."""
-    ents = [r[0] for r in db.execute(f"SELECT DISTINCT entity_id FROM graph_mentions WHERE chunk_rowid IN ({q})", part)]
-    rels = [r[0] for r in db.execute(
-        f"SELECT DISTINCT relation_id FROM graph_relation_sources WHERE chunk_rowid IN ({q})", part)]
-    db.execute(f"DELETE FROM graph_chunks WHERE chunk_rowid IN ({q})", part)
-    if not ents and not rels:
-        return
-    db.execute(f"DELETE FROM graph_mentions WHERE chunk_rowid IN ({q})", part)
-    db.execute(f"DELETE FROM graph_relation_sources WHERE chunk_rowid IN ({q})", part)
-    for j in range(0, len(rels), 500):
-        rp = rels[j : j + 500]
-        db.execute(
-            f"DELETE FROM graph_relations WHERE id IN ({','.join('?' * len(rp))}) AND NOT EXISTS "
-            "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id = graph_relations.id)", rp)
-    for j in range(0, len(ents), 500):
-        ep = ents[j : j + 500]
-        eq = ",".join("?" * len(ep))
-        db.execute(f"UPDATE graph_entities SET stale = 1, prov_hash = NULL WHERE id IN ({eq})", ep)
-        # relations of a deleted entity go with it (ON DELETE CASCADE)
-        db.execute(
-            f"DELETE FROM graph_entities WHERE id IN ({eq}) AND NOT EXISTS "
-            "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = graph_entities.id)", ep)
-    db.execute(
-        "UPDATE graph_state SET version = version + 1 WHERE ns_id IN "
-        f"(SELECT DISTINCT ns_id FROM chunks WHERE id IN ({q}))", part)
 
 
 class SQLiteStore:
@@ -495,7 +399,7 @@ class SQLiteStore:
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             q = ",".join("?" * len(part))
-            _delete_graph_provenance(db, part, q)
+            delete_graph_provenance(db, part)
             db.execute(f"DELETE FROM {fts} WHERE rowid IN ({q})", part)
             db.execute(f"DELETE FROM vectors WHERE chunk_rowid IN ({q})", part)
             db.execute(f"DELETE FROM embed_queue WHERE chunk_rowid IN ({q})", part)
