@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -180,6 +181,28 @@ def _sql_eq(path_sql: str, v: Any, params: list[Any]) -> str:
     return f"COALESCE(json_type({path_sql}) IN {_SQL_TYPES[k]} AND json_extract({path_sql}) = ?, 0)"
 
 
+def _compile(node: Filter, eq: Callable[[str, Any], str], exists: Callable[[str, bool], str],
+             compare: Callable[[str, str, Any], str]) -> str:
+    """The filter tree as one SQL boolean expression: ``and``/``or``/``not`` and the list operators
+    here, the leaves from the dialect's ``eq`` (kind-aware equality, false for a missing key),
+    ``exists`` and ``compare`` (``$gt``… between values of the same kind)."""
+    if isinstance(node, And):
+        return "(" + " AND ".join(_compile(p, eq, exists, compare) for p in node.parts) + ")"
+    if isinstance(node, Or):
+        return "(" + " OR ".join(_compile(p, eq, exists, compare) for p in node.parts) + ")"
+    op, v = node.op, node.value
+    if op == "$eq":
+        return eq(node.key, v)
+    if op == "$ne":
+        return f"NOT {eq(node.key, v)}"
+    if op in ("$in", "$nin"):
+        ors = " OR ".join(eq(node.key, x) for x in v)
+        return f"({ors})" if op == "$in" else f"NOT ({ors})"
+    if op == "$exists":
+        return exists(node.key, v)
+    return compare(node.key, op, v)
+
+
 def to_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
     """A WHERE fragment over a JSON column and its parameters. Values are bound parameters; keys
     (validated by the parser: no quotes, backslashes or control characters) become quoted JSON-path
@@ -190,33 +213,18 @@ def to_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
         literal = f'$."{key}"'.replace("'", "''")
         return f"{column}, '{literal}'"
 
-    def walk(node: Filter) -> str:
-        if isinstance(node, And):
-            return "(" + " AND ".join(walk(p) for p in node.parts) + ")"
-        if isinstance(node, Or):
-            return "(" + " OR ".join(walk(p) for p in node.parts) + ")"
-        op, v = node.op, node.value
-        if op == "$eq":
-            return _sql_eq(path(node.key), v, params)
-        if op == "$ne":
-            return f"NOT {_sql_eq(path(node.key), v, params)}"
-        if op in ("$in", "$nin"):
-            ors = " OR ".join(_sql_eq(path(node.key), x, params) for x in v)
-            return f"({ors})" if op == "$in" else f"NOT ({ors})"
-        if op == "$exists":
-            return f"json_type({path(node.key)}) IS {'NOT ' if v else ''}NULL"
-        p = path(node.key)
+    def compare(key: str, op: str, v: Any) -> str:
+        p = path(key)
         params.append(_sql_value(v))
         return f"COALESCE(json_type({p}) IN {_SQL_TYPES[_kind(v)]} AND json_extract({p}) {_SQL_CMP[op]} ?, 0)"
 
     if f is None:
         return "1", []
-    return walk(f), params
+    return _compile(f, lambda key, v: _sql_eq(path(key), v, params),
+                    lambda key, v: f"json_type({path(key)}) IS {'NOT ' if v else ''}NULL", compare), params
 
 
 # ---------------------------------------------------------------- SQL (PostgreSQL JSONB)
-_PG_TYPES = {"num": "number", "text": "string"}
-
 
 def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
     """A WHERE fragment over a JSONB column for psycopg (``%s`` placeholders) and its parameters.
@@ -237,42 +245,31 @@ def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any
         params.extend([json.dumps({key: v}, ensure_ascii=False), key, json.dumps(v, ensure_ascii=False)])
         return f"({column} @> %s::jsonb AND COALESCE(({column} -> %s) = %s::jsonb, FALSE))"
 
-    def walk(node: Filter) -> str:
-        if isinstance(node, And):
-            return "(" + " AND ".join(walk(p) for p in node.parts) + ")"
-        if isinstance(node, Or):
-            return "(" + " OR ".join(walk(p) for p in node.parts) + ")"
-        op, v = node.op, node.value
-        if op == "$eq":
-            return eq(node.key, v)
-        if op == "$ne":
-            return f"NOT {eq(node.key, v)}"
-        if op in ("$in", "$nin"):
-            ors = " OR ".join(eq(node.key, x) for x in v)
-            return f"({ors})" if op == "$in" else f"NOT ({ors})"
-        if op == "$exists":
-            params.append(node.key)
-            return f"(({column} -> %s) IS {'NOT ' if v else ''}NULL)"
+    def exists(key: str, v: bool) -> str:
+        params.append(key)
+        return f"(({column} -> %s) IS {'NOT ' if v else ''}NULL)"
+
+    def compare(key: str, op: str, v: Any) -> str:
         cmp = _SQL_CMP[op]
         if isinstance(v, str):
             if "\x00" in v:
-                raise FilterError(f"{node.key}.{op}: NUL characters are not supported by the PostgreSQL backend")
-            params.extend([node.key, node.key, v])
+                raise FilterError(f"{key}.{op}: NUL characters are not supported by the PostgreSQL backend")
+            params.extend([key, key, v])
             return (f"COALESCE(jsonb_typeof({column} -> %s) = 'string' AND "
                     f"({column} ->> %s) COLLATE \"C\" {cmp} %s COLLATE \"C\", FALSE)")
         if isinstance(v, float) and math.isnan(v):
             return "FALSE"
         if isinstance(v, float) and math.isinf(v):  # every finite number is below +inf, above -inf
-            params.append(node.key)
+            params.append(key)
             holds = (v > 0) == (op in ("$lt", "$lte"))
             return f"COALESCE(jsonb_typeof({column} -> %s) = 'number', FALSE)" if holds else "FALSE"
-        params.extend([node.key, node.key, repr(v) if isinstance(v, float) else str(v)])
+        params.extend([key, key, repr(v) if isinstance(v, float) else str(v)])
         return (f"COALESCE(jsonb_typeof({column} -> %s) = 'number' AND "
                 f"({column} ->> %s)::numeric {cmp} %s::numeric, FALSE)")
 
     if f is None:
         return "TRUE", []
-    return walk(f), params
+    return _compile(f, eq, exists, compare), params
 
 
 # ---------------------------------------------------------------- Python predicate
