@@ -27,6 +27,7 @@ from hybridmem.llm.base import create_chat_model
 from hybridmem.llm.retry import RetryPolicy
 
 from llm_fakes import FakeLLMServer, Scripted, Seen, candidate_ids
+from test_rerank import DOCS  # the same six-note corpus the rerank tests search
 
 TIMEOUT = 0.4  # seconds per HTTP request
 POLICY = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05, max_retry_after=0.2, total_timeout=5.0)
@@ -34,15 +35,6 @@ POLICY = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05, max_retry_a
 CALL_BUDGET = 2 * (POLICY.max_attempts * TIMEOUT + (POLICY.max_attempts - 1) * POLICY.max_retry_after)
 MARGIN = 3.0  # scheduling on two busy cores; a real hang would blow far past it
 HANG = 30.0  # the server "hangs": it answers long after any client gave up
-
-DOCS = {
-    "pool": "PostgreSQL connection pool exhaustion causes HTTP 504 timeouts on billing. Increase max_connections.",
-    "cache": "Purge the connector cache when a data source returns stale results: helio connector purge.",
-    "err": "HEL-4040 means the pipeline definition was rejected by strict validation of the pipeline file.",
-    "retry": "retry_backoff_ms sets the wait between pipeline retries of a connector.",
-    "sched": "A pipeline schedule uses a cron expression and a timezone.",
-    "scale": "Scale the pipeline workers when the pipeline queue grows.",
-}
 
 
 @pytest.fixture(autouse=True)
