@@ -544,9 +544,9 @@ class Memory:
             if self.store.vector_version(ns) == 0:
                 return []  # nothing ever embedded in this namespace: do not even load the model
             q = self._query_vector(text)
-            name, dim = self.store.embedder_info()
+            _, dim = self.store.embedder_info_cached()  # no round trip per query
             if dim and q.shape[0] != dim:
-                raise EmbedderMismatchError(name or "?", dim, self.embedder.name, q.shape[0])
+                raise EmbedderMismatchError(self.store.embedder_info()[0] or "?", dim, self.embedder.name, q.shape[0])
             return self.store.search_dense(ns, q, allowed, k)
         idx = self._index(ns)
         if len(idx) == 0:

@@ -154,10 +154,6 @@ def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, 
     return [(int(rowids[i]), float(sims[i])) for i in order]
 
 
-def _bm25(store: Any, ns: str, terms: list[str], k: int) -> list[tuple[int, float]]:
-    return store.search_sparse(ns, terms, None, k) if hasattr(store, "search_sparse") else store.bm25(ns, terms, None, k)
-
-
 def _same_top(a: list[tuple[int, float]], b: list[tuple[int, float]], tol: float) -> bool:
     """The same top-k: equal scores (within ``tol``), and the same chunks above the cut-off score
     (chunks tied at the cut-off may differ: either side's pick is a correct top-k)."""
@@ -187,8 +183,8 @@ def _verify(src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: Migrati
         terms = query_tokens(" ".join(words[start : start + 8]))
         if not terms:
             continue
-        s_hits = _bm25(src, ns, terms, 10)
-        d_hits = [(inv.get(r, -1), s) for r, s in _bm25(dst, ns, terms, 10)]
+        s_hits = src.bm25(ns, terms, None, 10)  # FTS5 on SQLite, the SQL BM25 on PostgreSQL
+        d_hits = [(inv.get(r, -1), s) for r, s in dst.bm25(ns, terms, None, 10)]
         report.queries_checked += 1
         if not _same_top(s_hits, d_hits, 1e-6):
             report.mismatches.append(f"{ns}: BM25 top-10 differs for {' '.join(words[start:start + 8])!r}")

@@ -256,6 +256,9 @@ class PostgresStore:
         #: recall is never perfect), as the embedded backend does below its own threshold
         self.exact_threshold = int(exact_threshold)
         self._vcount: dict[int, tuple[int, int]] = {}  # ns id -> (vector version, vector count)
+        self._dim_cache: tuple[str | None, int | None] | None = None  # see embedder_info_cached
+        self._since_analyze = 0  # chunks written since the last ANALYZE (see _maybe_analyze)
+        self._analyzed_at = 0  # chunks written in all, as of the last ANALYZE
         self._wlock = threading.RLock()
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
@@ -351,21 +354,17 @@ class PostgresStore:
             yield _Qmark(conn)
 
     # ------------------------------------------------------------------ meta
-    def _meta(self, key: str) -> str | None:
-        with self._conn() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key=%s", (key,)).fetchone()
-        return row[0] if row else None
-
     def embedder_info(self) -> tuple[str | None, int | None]:
         with self._conn() as conn:
             rows = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
         dim = rows.get("dim")
         return rows.get("embedder"), (int(dim) if dim else None)
 
-    def _dim(self) -> tuple[str | None, int | None]:
-        """embedder_info, cached once a dimension is recorded (it changes only through set_embedder,
-        which every process sees as a type change of the column: a stale cache fails loudly there)."""
-        cached = getattr(self, "_dim_cache", None)
+    def embedder_info_cached(self) -> tuple[str | None, int | None]:
+        """embedder_info without a round trip once a dimension is recorded (it changes only through
+        set_embedder, which every process sees as a type change of the column: a stale cache fails
+        loudly there). For the per-query and per-batch checks."""
+        cached = self._dim_cache
         if cached is None:
             cached = self.embedder_info()
             if cached[1]:
@@ -572,11 +571,10 @@ class PostgresStore:
         """Refresh planner statistics after bulk writes (autovacuum catches up only later, and a
         planner that still believes the tables empty picks nested loops over a million rows)."""
         with self._wlock:
-            self._since_analyze = getattr(self, "_since_analyze", 0) + n
-            total = getattr(self, "_analyzed_at", 0)
-            if self._since_analyze < max(5_000, total // 5):
+            self._since_analyze += n
+            if self._since_analyze < max(5_000, self._analyzed_at // 5):
                 return
-            self._analyzed_at = total + self._since_analyze
+            self._analyzed_at += self._since_analyze
             self._since_analyze = 0
         with self._conn() as conn:
             # VACUUM sets the visibility map, without which the covering postings index cannot
@@ -723,7 +721,7 @@ class PostgresStore:
         res = WriteResult()
         if not items:
             return res
-        name, dim = self._dim()
+        name, dim = self.embedder_info_cached()
         if not dim:  # the first vectors fix the dimension: type the column and build its index
             dim = int(np.asarray(items[0][2]).ravel().shape[0])
             self.set_embedder(name or "unknown", dim)
