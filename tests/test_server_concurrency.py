@@ -126,8 +126,9 @@ def test_concurrent_readers_and_writers_lose_nothing(tmp_path: Path) -> None:
                     continue
                 assert got.status_code == 200, (doc, got.text)
                 assert got.json()["chunks"][0]["text"].endswith(tok), (doc, tok, got.json())
-                hits = c.post("/v1/query", json={"search_text": tok, "mode": "bm25", "top_k": 1}).json()["results"]
-                assert hits and hits[0]["doc_id"] == doc, (doc, tok, hits)
+                body = c.post("/v1/query", json={"search_text": tok, "mode": "bm25", "top_k": 1}).json()
+                hits = body["results"]
+                assert hits and hits[0]["doc_id"] == doc, (doc, tok, body)
             assert c.get("/v1/stats").json()["documents"] == 50 + len(live)
     mem.close()
 

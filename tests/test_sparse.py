@@ -68,3 +68,72 @@ def test_random_writes_match_brute_force(seed: int) -> None:
         for r, s in want.items():
             assert got[r] == pytest.approx(s, rel=1e-4, abs=1e-6)
     assert len(idx) == len(docs)
+
+
+
+def test_reloads_writes_and_queries_at_once_leave_it_exact() -> None:
+    """As Memory uses it: a query reloads the index (it saw a newer store version) while the writer
+    applies its change if the index is at the version before (else leaves it for a reload) and other
+    queries score. Every call must succeed, and an index claiming the last version must score
+    exactly as a fresh load. (A reload that re-created the lock let a write and a query touch the
+    arrays at once: BufferError, or postings pointing at the wrong rows.)"""
+    import threading
+
+    rnd = random.Random(7)
+    docs: dict[int, str] = {r: " ".join(rnd.choices(VOCAB, k=rnd.randint(1, 12))) for r in range(1, 3001)}
+    version = 0
+    idx = SparseIndex()
+    idx.load(version, sorted(docs.items()))
+    store_lock = threading.Lock()  # the store: a snapshot is (version, rows) read together
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def snapshot() -> tuple[int, list[tuple[int, str]]]:
+        with store_lock:
+            return version, sorted(docs.items())
+
+    def guard(fn):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+                stop.set()
+        return run
+
+    def reloader() -> None:
+        while not stop.is_set():
+            idx.load(*snapshot())
+
+    def querier() -> None:
+        q = random.Random(threading.get_ident())
+        while not stop.is_set():
+            idx.search(q.sample(VOCAB, 2), 10, np.arange(1, 3001, 7) if q.random() < 0.3 else None)
+
+    threads = [threading.Thread(target=guard(f)) for f in (reloader, querier, querier)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(600):  # the writer: a row replaced by a new one, committed, then applied
+            new = " ".join(rnd.choices(VOCAB, k=rnd.randint(1, 12)))
+            with store_lock:
+                r, victim = max(docs) + 1, rnd.choice(list(docs))
+                docs.pop(victim)
+                docs[r] = new
+                version += 1
+            if idx.version == version - 1:
+                idx.apply(version, [(r, new)], [victim])
+            if stop.is_set():
+                break
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    if idx.version != version:  # what the next query would do
+        idx.load(*snapshot())
+    fresh = SparseIndex()
+    fresh.load(version, sorted(docs.items()))
+    for terms in (["a"], ["b", "c"], ["d", "e", "f"], VOCAB):
+        assert idx.search(terms, 50) == fresh.search(terms, 50)
+    assert len(idx) == len(fresh) == len(docs)

@@ -456,9 +456,22 @@ class Memory:
 
     # ------------------------------------------------------------------ dense side
     def _apply(self, res: WriteResult) -> None:
-        """Bring in-memory indexes up to date with a committed write (or mark them stale)."""
+        """Bring in-memory indexes up to date with a committed write (or mark them stale). The write
+        is committed: a failure here must not reach its caller, only force a reload."""
         if self._native:
             return
+        try:
+            self._apply_changes(res)
+        except Exception as e:
+            log.warning("in-memory index update failed (%s: %s); reloading from the store", type(e).__name__, e)
+            for ns, *_ in res.chunk_changes:
+                if (sp := self._sparse.get(ns)) is not None:
+                    sp.version = -1
+            for ns, *_ in res.vec_changes:
+                if (idx := self._indexes.get(ns)) is not None:
+                    idx.version = -1
+
+    def _apply_changes(self, res: WriteResult) -> None:
         for ns, version, added, removed in res.chunk_changes:
             sp = self._sparse.get(ns)
             if sp is None:

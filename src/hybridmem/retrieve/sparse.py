@@ -29,8 +29,8 @@ _IDF_FLOOR = 1e-6
 
 class SparseIndex:
     def __init__(self) -> None:
+        self._lock = threading.Lock()  # never replaced: a reload swaps the state, not the lock
         self.version = -1
-        self._lock = threading.Lock()
         self._post: dict[str, tuple[array, array]] = {}  # term -> (positions, term frequencies)
         self._rowids = array("q")
         self._dl = array("f")
@@ -69,12 +69,19 @@ class SparseIndex:
             self._alive[p] = 0
             self._total_len -= self._dl[p]
 
+    _STATE = ("version", "_post", "_rowids", "_dl", "_alive", "_pos", "_total_len", "_sorted", "_masks")
+
     def load(self, version: int, rows: Iterable[tuple[int, str]]) -> None:
+        """Replace the contents with ``rows`` at ``version``. The new state is built aside (queries go
+        on meanwhile) and swapped in under the lock; the lock itself stays the same object, or a
+        query and a write holding different locks would touch the arrays at once."""
+        fresh = SparseIndex()
+        for rowid, tokens in rows:
+            fresh._add(int(rowid), tokens)
+        fresh.version = version
         with self._lock:
-            self.__init__()  # type: ignore[misc]
-            for rowid, tokens in rows:
-                self._add(int(rowid), tokens)
-            self.version = version
+            for name in self._STATE:
+                setattr(self, name, getattr(fresh, name))
 
     def apply(self, version: int, added: Sequence[tuple[int, str]], removed: Sequence[int]) -> None:
         with self._lock:
