@@ -12,8 +12,6 @@ import time
 
 import pytest
 
-from hybridmem import Memory
-
 from hybridmem import (
     EmbedderMismatchError,
     FilterError,
@@ -689,3 +687,43 @@ def test_unpaired_surrogates_are_rejected_clearly(mem) -> None:
             mem.add(**kwargs)
         assert e.value.field == field
     assert mem.stats().documents == 0
+
+
+def test_a_query_racing_a_write_waits_for_its_apply_instead_of_reloading(tmp_path, monkeypatch):
+    """A query that reads the store's version between a write's commit and its in-memory apply
+    used to reload the whole namespace (seconds at 50k chunks, and a restarted HNSW build, once per
+    write under load): it now waits for the writer, then answers from the updated index."""
+    import threading
+
+    from hybridmem.retrieve.dense import DenseIndex
+    from hybridmem.retrieve.sparse import SparseIndex
+
+    m = Memory(tmp_path / "m.db", embedder="hash", auto_embed=False)
+    m.add_documents([{"id": f"d{i}", "text": f"seed note {i} about pools"} for i in range(30)])
+    m.wait_for_vectors()
+    for mode in MODES:
+        m.search("pools", mode=mode)  # both indexes loaded
+    loads = {"sparse": 0, "dense": 0}
+    for name, cls in (("sparse", SparseIndex), ("dense", DenseIndex)):
+        def counted(self, *a, _orig=cls.load, _name=name, **k):
+            loads[_name] += 1
+            return _orig(self, *a, **k)
+        monkeypatch.setattr(cls, "load", counted)
+    committed = threading.Event()
+    real = m.store.write_documents
+
+    def slow_write(*a, **k):  # committed, then a pause before Memory applies the change
+        res = real(*a, **k)
+        committed.set()
+        time.sleep(0.3)
+        return res
+
+    monkeypatch.setattr(m.store, "write_documents", slow_write)
+    writer = threading.Thread(target=m.add, args=("a new note about zebrafish",), kwargs={"id": "z"})
+    writer.start()
+    assert committed.wait(10)
+    got = m.search("zebrafish", mode="bm25", top_k=1)  # the store is now one version ahead
+    writer.join()
+    assert ids(got) == ["z"]
+    assert loads == {"sparse": 0, "dense": 0}
+    m.close()

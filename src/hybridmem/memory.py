@@ -493,15 +493,27 @@ class Memory:
                 continue
             idx.apply(version, ids, vecs if vecs is not None else np.zeros((0, idx.dim), np.float32), removed)
 
-    def _synced(self, cache: dict[str, Any], ns: str, version: int, load: Callable[[Any], Any]) -> Any:
-        """The cached index of ``ns`` if it reflects ``version``, else (re)loaded from the store by
-        ``load(old_index_or_None)``; double-checked so concurrent queries load it once."""
+    def _synced(self, cache: dict[str, Any], ns: str, version: Callable[[], int], load: Callable[[Any], Any]) -> Any:
+        """The cached index of ``ns`` if it reflects the store's ``version()``, else (re)loaded from
+        the store by ``load(old_index_or_None)``; double-checked so concurrent queries load it once.
+
+        An index one step behind is nearly always this process's own write, committed and about
+        to be applied (the writer holds the write lock from commit to apply): the query waits for
+        that apply — milliseconds — instead of reloading the namespace, which at 50k chunks costs
+        seconds and restarts a background HNSW build. Only a change the writer could not apply
+        (another process wrote the file, the index was marked stale) leads to a reload."""
         idx = cache.get(ns)
-        if idx is not None and idx.version == version:
+        if idx is not None and idx.version == version():
             return idx
+        if idx is not None and idx.version >= 0:
+            with self._write_lock:
+                pass  # an in-flight write of ours has applied its change once this is free
+            if idx.version == version():
+                return idx
         with self._index_lock:
             idx = cache.get(ns)
-            if idx is None or idx.version != version:
+            v = version()
+            if idx is None or idx.version != v:
                 idx = cache[ns] = load(idx)
         return idx
 
@@ -514,7 +526,7 @@ class Memory:
             idx.load(v, rowids, matrix)
             return idx
 
-        return self._synced(self._indexes, ns, self.store.vector_version(ns), load)
+        return self._synced(self._indexes, ns, lambda: self.store.vector_version(ns), load)
 
     def _sparse_index(self, ns: str) -> SparseIndex:
         def load(sp: SparseIndex | None) -> SparseIndex:
@@ -522,7 +534,7 @@ class Memory:
             sp.load(*self.store.load_tokens(ns))
             return sp
 
-        return self._synced(self._sparse, ns, self.store.chunk_version(ns), load)
+        return self._synced(self._sparse, ns, lambda: self.store.chunk_version(ns), load)
 
     def _sparse_search(self, ns: str, terms: list[str], allowed: np.ndarray | None, k: int) -> list[tuple[int, float]]:
         if not terms:
