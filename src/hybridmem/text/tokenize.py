@@ -18,7 +18,7 @@ from .stopwords import BY_LANG
 __all__ = ["tokenize", "query_tokens", "identifier_tokens", "is_identifier", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
 
 #: bump when the token stream changes: stores re-index their BM25 tables on open
-TOKENIZER_VERSION = "2"
+TOKENIZER_VERSION = "3"
 #: characters that may join parts of one identifier; FTS5 must treat them as token characters
 TOKEN_CHARS = "-_./:@#+"
 
@@ -29,8 +29,11 @@ _CJK = (
 )
 # letters and digits of those scripts only: CJK punctuation (・, ゠, ゛) separates like any other
 _CJK_RUN = re.compile(f"(?:(?=\\w)[{_CJK}])+")
-# a word, or words joined by identifier punctuation: hel-4040, max_connections, foo.bar, v2.3.1, a/b/c
-_WORD = re.compile(r"[^\W_]+(?:[-_./:@#+]+[^\W_]+)*")
+# a word, or words joined by identifier punctuation: hel-4040, max_connections, foo.bar, v2.3.1, a/b/c.
+# Never CJK characters: "2015年黑豹队" is the number 2015, then a CJK run (as one \w+ word, a whole
+# Chinese sentence after a digit or a Latin letter became a single token no query could match)
+_WCHAR = f"[^\\W_{_CJK}]"
+_WORD = re.compile(f"{_WCHAR}+(?:[-_./:@#+]+{_WCHAR}+)*")
 _SPLIT = re.compile(r"[-_./:@#+]+")
 _ALPHA = re.compile(r"^[^\W\d_]+$")
 _DIGITS = re.compile(r"^\d+$")
