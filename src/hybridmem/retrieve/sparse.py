@@ -69,8 +69,6 @@ class SparseIndex:
             self._alive[p] = 0
             self._total_len -= self._dl[p]
 
-    _STATE = ("version", "_post", "_rowids", "_dl", "_alive", "_pos", "_total_len", "_sorted", "_masks")
-
     def load(self, version: int, rows: Iterable[tuple[int, str]]) -> None:
         """Replace the contents with ``rows`` at ``version``. The new state is built aside (queries go
         on meanwhile) and swapped in under the lock; the lock itself stays the same object, or a
@@ -79,9 +77,10 @@ class SparseIndex:
         for rowid, tokens in rows:
             fresh._add(int(rowid), tokens)
         fresh.version = version
+        state = vars(fresh)
+        del state["_lock"]
         with self._lock:
-            for name in self._STATE:
-                setattr(self, name, getattr(fresh, name))
+            self.__dict__.update(state)
 
     def apply(self, version: int, added: Sequence[tuple[int, str]], removed: Sequence[int]) -> None:
         with self._lock:
