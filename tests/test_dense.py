@@ -98,3 +98,31 @@ def test_wait_for_indexes_builds_the_hnsw_graph(tmp_path) -> None:
         assert m.wait_for_indexes(timeout=60)
         assert m.stats().dense_index == "hnsw"
         assert m.search("note 7 about graph readiness", mode="vector", top_k=1).results[0].doc_id == "d7"
+
+
+def test_a_build_started_while_serving_leaves_a_core_to_the_queries(monkeypatch) -> None:
+    """A build a query (or a server's start-up, ``wait_ready(timeout=0)``) starts runs on all cores
+    but one, so queries answered exactly meanwhile still get a core; a caller that waits for the
+    build gets every core. The environment variable overrides both."""
+    from hybridmem.retrieve import dense
+
+    monkeypatch.delenv("HYBRIDMEM_HNSW_BUILD_THREADS", raising=False)
+    monkeypatch.setattr(dense.os, "cpu_count", lambda: 4)
+    assert (dense.build_threads(background=True), dense.build_threads(background=False)) == (3, 4)
+    monkeypatch.setattr(dense.os, "cpu_count", lambda: 1)
+    assert (dense.build_threads(background=True), dense.build_threads(background=False)) == (1, 1)
+    monkeypatch.setattr(dense.os, "cpu_count", lambda: 2)
+    v = clustered(300)
+    by_query, by_server, waited = (DenseIndex(64, exact_threshold=0) for _ in range(3))
+    for idx in (by_query, by_server, waited):
+        idx.load(1, np.arange(1, 301), v)
+    by_query.search(v[0], 5)
+    by_server.wait_ready(timeout=0)
+    assert waited.wait_ready(timeout=60) and waited.hnsw_ready
+    assert (by_query.build_threads, by_server.build_threads, waited.build_threads) == (1, 1, 2)
+    monkeypatch.setenv("HYBRIDMEM_HNSW_BUILD_THREADS", "5")
+    assert dense.build_threads(background=True) == dense.build_threads(background=False) == 5
+    monkeypatch.setenv("HYBRIDMEM_HNSW_BUILD_THREADS", "many")
+    assert dense.build_threads(background=True) == 1  # not an integer: ignored, with a warning
+    for idx in (by_query, by_server):
+        assert idx.wait_ready(timeout=60) and idx.hnsw_ready
