@@ -10,6 +10,7 @@ import json
 import sqlite3
 import time
 
+import numpy as np
 import pytest
 
 from hybridmem import (
@@ -731,3 +732,69 @@ def test_a_query_racing_a_write_waits_for_its_apply_instead_of_reloading(tmp_pat
     assert ids(got) == ["z"]
     assert loads == {"sparse": 0, "dense": 0}
     m.close()
+
+
+def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, monkeypatch):
+    """A repeated filter's allowed set follows adds, metadata updates, deletes and re-adds through
+    the writes' own changes (only the added chunks are tested), and equals a fresh evaluation after
+    each; a change this process did not see (another process wrote) makes it re-run in full."""
+    import random
+
+    m = Memory(tmp_path / "f.db", embedder="hash", auto_embed=False)
+    ns = m.namespace
+    m.add_documents([{"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
+                     for i in range(60)])
+    flt = m.searcher.validate_filter(ns, {"env": "prod"})
+    scans = []
+    real = m.store.filter_rowids
+
+    def counted(namespace, f, among=None):
+        if among is None:
+            scans.append(1)
+        return real(namespace, f, among)
+
+    monkeypatch.setattr(m.store, "filter_rowids", counted)
+
+    def fresh():
+        return np.sort(real(ns, flt))
+
+    m._allowed(ns, flt)
+    assert len(scans) == 1
+    rng = random.Random(3)
+    for step in range(40):
+        op = rng.choice(["add", "update", "delete", "batch"])
+        i = rng.randrange(80)
+        env = rng.choice(["prod", "dev"])
+        if op == "add" or op == "update":
+            m.add(f"note {i} v{step}", id=f"d{i}", metadata={"env": env})
+        elif op == "delete":
+            m.delete(f"d{i}")
+        else:
+            m.add_documents([{"id": f"d{rng.randrange(80)}", "text": f"batch {step} {j}", "metadata": {"env": env}}
+                             for j in range(3)])
+        if step % 3 == 0:  # several writes between two queries, too
+            assert np.array_equal(m._allowed(ns, flt), fresh()), (step, op)
+    assert np.array_equal(m._allowed(ns, flt), fresh())
+    assert len(scans) == 1  # every catch-up came from the change log
+    assert ids(m.search("note", mode="bm25", top_k=200, metadata_filter={"env": "prod"}))  # the search path uses it
+
+    other = Memory(tmp_path / "f.db", embedder="hash", auto_embed=False)
+    other.add("a prod note from another process", id="x", metadata={"env": "prod"})
+    other.close()
+    got = m._allowed(ns, flt)
+    assert np.array_equal(got, fresh()) and len(scans) == 2
+    m.close()
+
+
+def test_filter_rowids_among_a_subset_of_chunks(mem):
+    """Both backends: ``among`` restricts a filter to given chunk rowids (the chunks a write added)."""
+    mem.add_documents([{"id": f"d{i}", "text": f"note {i}", "metadata": {"env": "prod" if i % 2 else "dev"}}
+                       for i in range(1200)])
+    flt = mem.searcher.validate_filter(mem.namespace, {"env": "prod"})
+    every = np.sort(mem.store.filter_rowids(mem.namespace, flt))
+    assert len(every) == 600
+    some = every[::7].tolist() + [int(every.max()) + 10_000]  # more than one SQL batch; one unknown rowid
+    pool = some + np.sort(mem.store.filter_rowids(mem.namespace, None)).tolist()[:700]
+    got = np.sort(mem.store.filter_rowids(mem.namespace, flt, among=pool))
+    assert np.array_equal(got, np.intersect1d(every, pool))
+    assert len(mem.store.filter_rowids(mem.namespace, flt, among=[])) == 0

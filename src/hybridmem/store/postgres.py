@@ -874,11 +874,13 @@ class PostgresStore:
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         return self.search_sparse(namespace, tokens, flt, k)
 
-    def filter_rowids(self, namespace: str, flt: Filter | None) -> np.ndarray:
+    def filter_rowids(self, namespace: str, flt: Filter | None, among: Sequence[int] | None = None) -> np.ndarray:
         ns = self._ns_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
         where, params = to_pg_sql(flt, "metadata")
+        if among is not None:
+            where, params = f"{where} AND id = ANY(%s)", [*params, [int(r) for r in among]]
         with self._conn() as conn:
             rows = conn.execute(f"SELECT id FROM chunks WHERE ns_id=%s AND {where} ORDER BY id", [ns, *params]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

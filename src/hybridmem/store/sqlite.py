@@ -617,12 +617,22 @@ class SQLiteStore:
             raise StoreError(f"BM25 query failed: {e}") from e
         return [(int(r), -float(s)) for r, s in rows]
 
-    def filter_rowids(self, namespace: str, flt: Filter | None) -> np.ndarray:
+    def filter_rowids(self, namespace: str, flt: Filter | None, among: Sequence[int] | None = None) -> np.ndarray:
+        """Rowids of the namespace's chunks the filter allows; only among ``among`` when given (the
+        chunks a write added: an allowed set is kept up to date from them)."""
         ns = self._ns_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
         where, params = to_sql(flt, "metadata")
-        rows = self._r.execute(f"SELECT id FROM chunks WHERE ns_id=? AND {where}", [ns, *params]).fetchall()
+        sql = f"SELECT id FROM chunks WHERE ns_id=? AND {where}"
+        if among is None:
+            rows = self._r.execute(sql, [ns, *params]).fetchall()
+        else:
+            among = sorted({int(r) for r in among})
+            rows = []
+            for i in range(0, len(among), 500):
+                part = among[i : i + 500]
+                rows += self._r.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def has_graph(self, namespace: str) -> bool:
