@@ -103,19 +103,31 @@ async def wait_ready(url: str, proc: subprocess.Popen | None, timeout: float = 1
             await asyncio.sleep(0.25)
 
 
-async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio: float, seed: int) -> dict:
+async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio: float, seed: int,
+                   warm: bool = False) -> dict:
     queries = make_queries(2000, seed=seed)
     lat: dict[str, list[float]] = defaultdict(list)
+    by_kind: dict[str, list[float]] = defaultdict(list)  # query mode (+ filter) or write
     legs: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
     acked: dict[str, str] = {}  # id -> unique token
-    stop_at = time.monotonic() + seconds
     headers = {"Authorization": f"Bearer {key}"}
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
 
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60, limits=limits) as c:
         # warm-up (query model loaded, indexes in memory); not measured
         await c.post("/v1/query", json={"search_text": "warm up the pool", "top_k": 10})
+        warm_wait = None
+        if warm:  # steady state: the HNSW graph the server started building at start-up is ready
+            t = time.perf_counter()
+            while "building" in str((await c.get("/v1/stats")).json().get("dense_index")):
+                if time.perf_counter() - t > 1800:
+                    raise SystemExit("the HNSW build did not finish within 30 min")
+                await asyncio.sleep(1)
+            warm_wait = round(time.perf_counter() - t, 1)
+            print(f"HNSW graph ready after {warm_wait} s more", file=sys.stderr)
+        index_at_start = (await c.get("/v1/stats")).json().get("dense_index")
+        stop_at = time.monotonic() + seconds
 
         async def client(n: int) -> None:
             rng = random.Random(seed * 1000 + n)
@@ -129,7 +141,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                     body = {"memories": [{"id": doc_id, "text": text, "metadata": {
                         "environment": rng.choice(ENVIRONMENTS), "service": f"svc-{rng.randrange(N_SERVICES)}",
                         "severity": rng.randint(1, 4)}}]}
-                    kind, path = "write", "/v1/memories"
+                    kind, path, sub = "write", "/v1/memories", "write"
                 else:
                     r = rng.random()
                     mode = "bm25" if r < 0.1 else "vector" if r < 0.2 else "hybrid"
@@ -137,6 +149,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                     if rng.random() < 0.3:
                         body["metadata_filter"] = {"environment": "production"}
                     kind, path = "query", "/v1/query"
+                    sub = mode + (" filtered" if "metadata_filter" in body else "")
                 t = time.perf_counter()
                 try:
                     resp = await c.post(path, json=body)
@@ -148,6 +161,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                     errors[f"{kind}: HTTP {resp.status_code} {resp.text[:120]}"] += 1
                     continue
                 lat[kind].append(ms)
+                by_kind[sub].append(ms)
                 if kind == "write":
                     acked[doc_id] = token
                 else:
@@ -182,10 +196,13 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
     summary = lambda xs: {"n": len(xs), "p50_ms": round(pct(xs, 50), 2), "p99_ms": round(pct(xs, 99), 2),
                           "mean_ms": round(statistics.fmean(xs), 2) if xs else None}  # noqa: E731
     return {
+        "dense_index_at_start": index_at_start,
+        "warm_wait_s": warm_wait,
         "wall_s": round(wall, 2),
         "requests": len(every),
         "throughput_rps": round(len(every) / wall, 1),
         "latency": {"all": summary(every), "query": summary(lat["query"]), "write": summary(lat["write"])},
+        "latency_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
         "legs_p50_ms": {leg: round(pct(xs, 50), 2) for leg, xs in sorted(legs.items())},
         "errors": sum(errors.values()),
         "error_kinds": dict(errors.most_common(10)),
@@ -209,6 +226,9 @@ def main() -> None:
     ap.add_argument("--url", help="an already running server (skips building and starting one)")
     ap.add_argument("--key", default=KEY, help="API key for --url")
     ap.add_argument("--out", type=Path, help="also write the JSON result here")
+    ap.add_argument("--warm", action="store_true",
+                    help="start the load only once the server's background HNSW build has finished "
+                         "(steady state; default: right after start-up, while it builds)")
     ap.add_argument("--blas-threads", type=int, default=1,
                     help="OPENBLAS_NUM_THREADS of the server process (default 1, as docs/server.md advises; "
                          "0 leaves the environment alone)")
@@ -242,7 +262,7 @@ def main() -> None:
         print(f"load: {args.clients} clients, {args.write_ratio:.0%} writes, {args.seconds:g} s against {url}",
               file=sys.stderr)
         result = {**info, **asyncio.run(run_load(url, args.key, args.clients, args.seconds, args.write_ratio,
-                                                  args.seed))}
+                                                  args.seed, args.warm))}
     finally:
         if proc is not None:
             proc.terminate()
