@@ -92,7 +92,7 @@ def phase_query(n: int, db: Path, n_queries: int) -> dict:
         "cold_first_bm25_query_ms": round(cold_bm25_ms, 1),
         "cold_first_vector_query_ms": round(cold_vec_ms, 1),
         "dense_ready_after_ms": round(ready_ms, 1),
-        "dense_index_kind": idx.kind,
+        "dense_index_kind": mem.stats(NS).dense_index,
         "exact_threshold": mem.exact_threshold,
         "latency": {m: summary(v) for m, v in times.items()},
         "hybrid_took_ms_p50": round(statistics.median(inner), 3),

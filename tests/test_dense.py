@@ -126,3 +126,67 @@ def test_a_build_started_while_serving_leaves_a_core_to_the_queries(monkeypatch)
     assert dense.build_threads(background=True) == 1  # not an integer: ignored, with a warning
     for idx in (by_query, by_server):
         assert idx.wait_ready(timeout=60) and idx.hnsw_ready
+
+
+def test_exact_scans_run_with_one_blas_thread_and_restore_it(monkeypatch) -> None:
+    """numpy's OpenBLAS runs an exact scan on one thread (the other legs and queries hold the other
+    cores) and gets its previous thread count back when the last concurrent scan ends."""
+    import threading
+
+    import pytest
+
+    from hybridmem.retrieve import blas
+
+    ctl = blas.numpy_openblas()
+    if ctl is None:
+        pytest.skip("numpy is not linked with its bundled OpenBLAS here: query_blas leaves BLAS alone")
+    before = ctl.get_num_threads()
+    ctl.set_num_threads(2)
+    try:
+        monkeypatch.delenv(blas.ENV, raising=False)
+        seen: list[int] = []
+
+        inside = threading.Barrier(2)
+        release = threading.Event()
+
+        def scan() -> None:
+            with blas.query_blas():
+                seen.append(ctl.get_num_threads())
+                inside.wait(timeout=10)
+                release.wait(timeout=10)
+
+        ts = [threading.Thread(target=scan) for _ in range(2)]
+        for t in ts:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == [1, 1]
+        release.set()
+        for t in ts:
+            t.join(timeout=10)
+        assert ctl.get_num_threads() == 2  # restored once, by the last scan out
+
+        # the index's exact search runs inside the scope
+        v = clustered(100)
+        idx = DenseIndex(64, exact_threshold=10**9)
+        idx.load(1, np.arange(1, 101), v)
+        calls: list[int] = []
+        real = blas.query_blas
+
+        def spy():
+            calls.append(1)
+            return real()
+
+        monkeypatch.setattr("hybridmem.retrieve.dense.query_blas", spy)
+        assert idx.search(v[7], 5)[0][0] == 8
+        assert calls == [1]
+
+        monkeypatch.setenv(blas.ENV, "keep")
+        with blas.query_blas():
+            assert ctl.get_num_threads() == 2
+        monkeypatch.setenv(blas.ENV, "two")
+        with pytest.raises(ValueError, match=blas.ENV):
+            blas.scan_threads()
+    finally:
+        ctl.set_num_threads(before)

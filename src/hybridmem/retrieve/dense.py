@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from .cache import ArrayKeyedCache
+from .blas import query_blas
 
 __all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
 
@@ -225,12 +226,13 @@ class DenseIndex:
             cand = self._allowed_positions(allowed, gen, n, rowids, alive)
             if len(cand) == 0:
                 return []
-        if cand is None:
-            scores = matrix[:n] @ q
-        elif len(cand) * 8 < n:
-            scores = matrix[cand] @ q  # a selective filter: gather the few allowed rows
-        else:
-            scores = (matrix[:n] @ q)[cand]  # a broad one: one matmul beats copying most of the matrix
+        with query_blas():  # one BLAS thread: the other legs and queries hold the other cores
+            if cand is None:
+                scores = matrix[:n] @ q
+            elif len(cand) * 8 < n:
+                scores = matrix[cand] @ q  # a selective filter: gather the few allowed rows
+            else:
+                scores = (matrix[:n] @ q)[cand]  # a broad one: one matmul beats copying most of the matrix
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
