@@ -230,8 +230,9 @@ def main() -> None:
                     help="start the load only once the server's background HNSW build has finished "
                          "(steady state; default: right after start-up, while it builds)")
     ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OPENBLAS_NUM_THREADS of the server process (default 1, as docs/server.md advises; "
-                         "0 leaves the environment alone)")
+                    help="OPENBLAS_NUM_THREADS of the server process (default 1; 2 reproduces OpenBLAS's per-core "
+                         "default; 0 leaves the environment alone, and hybridmem serve then sets numpy's BLAS "
+                         "to 1 thread itself)")
     args = ap.parse_args()
 
     info = {"clients": args.clients, "seconds": args.seconds, "write_ratio": args.write_ratio,

@@ -190,3 +190,27 @@ def test_exact_scans_run_with_one_blas_thread_and_restore_it(monkeypatch) -> Non
             blas.scan_threads()
     finally:
         ctl.set_num_threads(before)
+
+
+def test_the_server_process_limit_respects_the_users_openblas_setting(monkeypatch) -> None:
+    """``hybridmem serve`` sets numpy's OpenBLAS to one thread, unless OPENBLAS_NUM_THREADS says otherwise."""
+    import pytest
+
+    from hybridmem.retrieve import blas
+
+    ctl = blas.numpy_openblas()
+    if ctl is None:
+        pytest.skip("numpy is not linked with its bundled OpenBLAS here: limit_process_blas leaves BLAS alone")
+    before = ctl.get_num_threads()
+    try:
+        ctl.set_num_threads(2)
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+        assert blas.limit_process_blas(1) is None and ctl.get_num_threads() == 2
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS")
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        assert blas.limit_process_blas(1) == 1 and ctl.get_num_threads() == 1
+        with blas.query_blas():  # a scan finds one thread already and leaves it so
+            assert ctl.get_num_threads() == 1
+        assert ctl.get_num_threads() == 1
+    finally:
+        ctl.set_num_threads(before)

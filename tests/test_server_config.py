@@ -146,3 +146,7 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=20)
     assert "Traceback" not in err
     assert (tmp_path / "m.db").exists()
+    from hybridmem.retrieve.blas import numpy_openblas
+
+    if numpy_openblas() is not None and not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+        assert "numpy BLAS: 1 thread per call" in err  # many request threads: no per-call BLAS threads

@@ -685,6 +685,13 @@ def serve(
         spec = state.embedder or cfg.embedder or _stored_embedder(state.db)  # the store's own, as every command
         # concurrent requests' query embeddings are computed in one batch (a bundled model's cost is per call)
         emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
+        from .retrieve.blas import limit_process_blas
+
+        # many request threads run numpy at once: one BLAS thread per call (OPENBLAS_NUM_THREADS overrides)
+        blas_threads = limit_process_blas(1)
+        if blas_threads is not None:
+            err.print(f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)",
+                      highlight=False, markup=False)
         try:
             emb.warm_up()
             with Memory(state.db, embedder=emb, namespace=state.namespace, auto_embed=True) as mem:

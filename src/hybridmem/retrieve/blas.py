@@ -129,3 +129,21 @@ def query_blas() -> Iterator[None]:
             _inside -= 1
             if _inside == 0 and _saved is not None and _saved != want:
                 ctl.set_num_threads(_saved)
+
+
+def limit_process_blas(n: int = 1) -> int | None:
+    """Set numpy's OpenBLAS to ``n`` threads for the whole process, unless the user chose a count
+    (``OPENBLAS_NUM_THREADS`` / ``OMP_NUM_THREADS``). For a server: many request threads each run
+    numpy (query embedding, scans), and per-call BLAS threads oversubscribe the cores (docs/server.md:
+    6x the throughput with one). Returns the count now in force, or None when left alone."""
+    global _saved
+    if os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    ctl = numpy_openblas()
+    if ctl is None:
+        return None
+    with _lock:
+        ctl.set_num_threads(n)
+        if _inside:  # scans in progress restore this, not the count they saw on entry
+            _saved = n
+    return n
