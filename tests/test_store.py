@@ -786,6 +786,48 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
     m.close()
 
 
+def test_concurrent_queries_with_a_new_filter_evaluate_it_once(tmp_path, monkeypatch):
+    """The first queries of a filter arrive together under load: one evaluates it over every chunk,
+    the others wait for that result instead of all scanning at once; every one gets the same set."""
+    import threading
+
+    m = Memory(tmp_path / "c.db", embedder="hash", auto_embed=False)
+    ns = m.namespace
+    m.add_documents([{"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
+                     for i in range(90)])
+    real = m.store.filter_rowids
+    scans: list[int] = []
+
+    def slow(namespace, f, among=None):
+        if among is None:
+            scans.append(1)
+            time.sleep(0.2)  # a full evaluation takes long enough for every thread to arrive meanwhile
+        return real(namespace, f, among)
+
+    monkeypatch.setattr(m.store, "filter_rowids", slow)
+    start = threading.Barrier(8)
+    got: list[set[str]] = []
+    errors: list[BaseException] = []
+
+    def query() -> None:
+        try:
+            start.wait(timeout=10)
+            got.append(set(ids(m.search("note", mode="bm25", top_k=100, metadata_filter={"env": "prod"}))))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=query) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=30)
+    assert not errors and len(got) == 8
+    assert len(scans) == 1
+    want = {f"d{i}" for i in range(90) if i % 3}
+    assert all(g == want for g in got)
+    m.close()
+
+
 def test_filter_rowids_among_a_subset_of_chunks(mem):
     """Both backends: ``among`` restricts a filter to given chunk rowids (the chunks a write added)."""
     mem.add_documents([{"id": f"d{i}", "text": f"note {i}", "metadata": {"env": "prod" if i % 2 else "dev"}}

@@ -50,6 +50,7 @@ from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
 
 #: committed chunk changes remembered per namespace for catching up cached filter results
 CHUNK_LOG_LEN = 256
+ALLOWED_LOCK_STRIPES = 16
 
 __all__ = ["Memory", "embedder_name", "RERANKER_ENV"]
 
@@ -193,6 +194,9 @@ class Memory:
         self._indexes: dict[str, DenseIndex] = {}
         self._sparse: dict[str, SparseIndex] = {}
         self._allowed_cache = LRU(64)  # (namespace, filter) -> (chunk version, sorted allowed rowids)
+        # one evaluation of a filter at a time (striped by key): concurrent queries with the same
+        # filter wait for it and reuse its result instead of all scanning every chunk at once
+        self._allowed_locks = [threading.Lock() for _ in range(ALLOWED_LOCK_STRIPES)]
         # namespace -> recent committed chunk changes (version, rowids added, rowids removed), in order:
         # a cached allowed set catches up from them instead of re-running its filter over every chunk
         self._chunk_log: dict[str, deque[tuple[int, np.ndarray, np.ndarray]]] = {}
@@ -564,11 +568,19 @@ class Memory:
         hit = self._allowed_cache.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
-        rows = self._allowed_catch_up(ns, flt, hit, version) if hit is not None and hit[0] < version else None
-        if rows is None:
-            rows = self.store.filter_rowids(ns, flt)
-            rows.sort()
-        self._allowed_cache.put(key, (version, rows))
+        # the first queries of a filter, or those after a change-log gap, arrive together under load:
+        # one evaluates, the others find its result (a warm 50k-chunk server under 16 clients had
+        # ~1% of filtered queries at ~2 s, every client scanning all chunks' metadata at once)
+        with self._allowed_locks[hash(key) % ALLOWED_LOCK_STRIPES]:
+            version = self.store.chunk_version(ns)
+            hit = self._allowed_cache.get(key)
+            if hit is not None and hit[0] >= version:
+                return hit[1]
+            rows = self._allowed_catch_up(ns, flt, hit, version) if hit is not None else None
+            if rows is None:
+                rows = self.store.filter_rowids(ns, flt)
+                rows.sort()
+            self._allowed_cache.put(key, (version, rows))
         return rows
 
     def _allowed_catch_up(self, ns: str, flt: Filter, hit: tuple[int, np.ndarray], version: int) -> np.ndarray | None:

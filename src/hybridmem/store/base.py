@@ -10,7 +10,7 @@ import numpy as np
 
 from ..retrieve.filters import Filter
 
-__all__ = ["Store", "ChunkRow", "PreparedDocument", "WriteResult"]
+__all__ = ["Store", "ChunkRow", "PreparedDocument", "WriteResult", "DOCUMENT_COLUMNS", "document_record"]
 
 
 @dataclass
@@ -21,6 +21,20 @@ class ChunkRow:
     text: str
     source: str | None
     metadata: dict[str, Any]
+
+
+#: the documents columns ``get_document`` reads, in the order :func:`document_record` takes them
+DOCUMENT_COLUMNS = "doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at"
+
+
+def document_record(row: Sequence[Any], metadata: dict[str, Any], chunks: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """``get_document``'s answer, the same from every backend: ``row`` holds DOCUMENT_COLUMNS (its
+    metadata already decoded into ``metadata``), ``chunks`` (chunk_id, text) in order."""
+    return {
+        "doc_id": row[0], "source": row[1], "metadata": metadata, "content_hash": row[3],
+        "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
+        "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
+    }
 
 
 @dataclass

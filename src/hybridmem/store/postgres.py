@@ -50,7 +50,7 @@ from ..retrieve.filters import Filter, to_pg_sql
 from ..retrieve.sparse import B, K1
 from ..text.tokenize import TOKENIZER_VERSION
 from . import graph_sql
-from .base import ChunkRow, PreparedDocument, WriteResult
+from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
 
@@ -910,17 +910,13 @@ class PostgresStore:
         if ns is None:
             return None
         with self.snapshot() as db:
-            row = db.execute("SELECT doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at "
-                             "FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)).fetchone()
+            row = db.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
+                             (ns, doc_id)).fetchone()
             if row is None:
                 return None
             chunks = db.execute("SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord",
                                 (ns, doc_id)).fetchall()
-        return {
-            "doc_id": row[0], "source": row[1], "metadata": row[2], "content_hash": row[3],
-            "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
-            "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
-        }
+        return document_record(row, row[2], chunks)
 
     def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
         """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import NotFoundError, StoreError, ValidationError
 from ..retrieve.filters import Filter, to_sql
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
-from .base import ChunkRow, PreparedDocument, WriteResult
+from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record
 from .graph_sql import delete_graph_provenance, graph_tables
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
@@ -663,21 +663,14 @@ class SQLiteStore:
         ns = self._ns_id(namespace)
         if ns is None:
             return None
-        row = self._r.execute(
-            "SELECT doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at FROM documents "
-            "WHERE ns_id=? AND doc_id=?",
-            (ns, doc_id),
-        ).fetchone()
+        row = self._r.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
+                              (ns, doc_id)).fetchone()
         if row is None:
             return None
         chunks = self._r.execute(
             "SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord", (ns, doc_id)
         ).fetchall()
-        return {
-            "doc_id": row[0], "source": row[1], "metadata": json.loads(row[2]), "content_hash": row[3],
-            "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
-            "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
-        }
+        return document_record(row, json.loads(row[2]), chunks)
 
     def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
         """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
