@@ -109,6 +109,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
     lat: dict[str, list[float]] = defaultdict(list)
     by_kind: dict[str, list[float]] = defaultdict(list)  # query mode (+ filter) or write
     legs: dict[str, list[float]] = defaultdict(list)
+    timeline: list[tuple[float, float, str]] = []  # (seconds into the load, ms, kind) of every request
     errors: Counter[str] = Counter()
     acked: dict[str, str] = {}  # id -> unique token
     headers = {"Authorization": f"Bearer {key}"}
@@ -128,6 +129,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
             print(f"HNSW graph ready after {warm_wait} s more", file=sys.stderr)
         index_at_start = (await c.get("/v1/stats")).json().get("dense_index")
         stop_at = time.monotonic() + seconds
+        t0 = time.perf_counter()
 
         async def client(n: int) -> None:
             rng = random.Random(seed * 1000 + n)
@@ -162,6 +164,7 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                     continue
                 lat[kind].append(ms)
                 by_kind[sub].append(ms)
+                timeline.append((t - t0, ms, sub))
                 if kind == "write":
                     acked[doc_id] = token
                 else:
@@ -171,7 +174,6 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                         elif rep["status"] != "skipped":
                             errors[f"leg {leg}: {rep['status']} {(rep.get('error') or '')[:160]}"] += 1
 
-        t0 = time.perf_counter()
         await asyncio.gather(*(client(n) for n in range(clients)))
         wall = time.perf_counter() - t0
 
@@ -204,6 +206,9 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
         "latency": {"all": summary(every), "query": summary(lat["query"]), "write": summary(lat["write"])},
         "latency_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
         "legs_p50_ms": {leg: round(pct(xs, 50), 2) for leg, xs in sorted(legs.items())},
+        # when the slowest requests started: a burst at 0 s is a cold cache, spread out is steady state
+        "slowest": [{"at_s": round(a, 2), "ms": round(ms, 1), "kind": k}
+                    for a, ms, k in sorted(timeline, key=lambda x: -x[1])[:20]],
         "errors": sum(errors.values()),
         "error_kinds": dict(errors.most_common(10)),
         "writes_acknowledged": len(acked),

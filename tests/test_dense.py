@@ -128,6 +128,45 @@ def test_a_build_started_while_serving_leaves_a_core_to_the_queries(monkeypatch)
         assert idx.wait_ready(timeout=60) and idx.hnsw_ready
 
 
+def test_a_caller_waiting_for_a_build_a_query_started_gives_it_every_core(monkeypatch) -> None:
+    """A query starts the build on all cores but one; once a caller waits for it (eval, a benchmark,
+    ``Memory.wait_for_indexes()``), the build's next batches use every core."""
+    from hybridmem.retrieve import dense
+
+    monkeypatch.delenv("HYBRIDMEM_HNSW_BUILD_THREADS", raising=False)
+    monkeypatch.setattr(dense.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(dense, "HNSW_BUILD_BATCH", 100)
+    used: list[int] = []
+    gate = __import__("threading").Event()
+    from usearch.index import Index
+
+    real_add = Index.add
+
+    def add(self, keys, vectors, **kw):
+        if "threads" in kw:  # the build's batches (catch-up adds pass no thread count)
+            used.append(kw["threads"])
+            gate.wait(timeout=30)  # hold the build until the caller below has started waiting
+        return real_add(self, keys, vectors, **kw)
+
+    monkeypatch.setattr(Index, "add", add)
+    v = clustered(1000)
+    idx = DenseIndex(64, exact_threshold=0)
+    idx.load(1, np.arange(1, 1001), v)
+    idx.search(v[0], 5)  # starts the build, one core left to queries
+    assert idx.build_threads == 1
+    waiter = __import__("threading").Thread(target=idx.wait_ready, kwargs={"timeout": 60})
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while idx.build_threads != 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate.set()
+    waiter.join(timeout=60)
+    assert idx.hnsw_ready and len(used) == 10
+    assert used[0] == 1 and used[-1] == 2  # the batches after the caller started waiting use both cores
+    top = idx.search(v[3], 1)
+    assert top[0][0] == 4
+
+
 def test_exact_scans_run_with_one_blas_thread_and_restore_it(monkeypatch) -> None:
     """numpy's OpenBLAS runs an exact scan on one thread (the other legs and queries hold the other
     cores) and gets its previous thread count back when the last concurrent scan ends."""

@@ -24,6 +24,9 @@ __all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
 
 #: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
 HNSW_FILTER_MIN_SHARE = 0.1
+#: vectors per usearch ``add`` call of a build: between calls the build picks up a raised thread
+#: count (a caller started waiting for it) and a cancelled generation
+HNSW_BUILD_BATCH = 16_384
 
 
 def build_threads(background: bool) -> int:
@@ -139,19 +142,22 @@ class DenseIndex:
         self.build_threads = threads
         n0 = self._n
         rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix[:n0], self._alive[:n0].copy()
-        threading.Thread(target=self._build_hnsw, args=(self._generation, n0, rowids, matrix, alive, threads),
+        threading.Thread(target=self._build_hnsw, args=(self._generation, n0, rowids, matrix, alive),
                          daemon=True, name="hybridmem-hnsw").start()
 
-    def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray,
-                    threads: int) -> None:
+    def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray) -> None:
         try:
             from usearch.index import Index
 
             idx = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128,
                         expansion_search=self.ef)
             live = np.flatnonzero(alive)
-            if len(live):
-                idx.add(rowids[live].astype(np.uint64), np.ascontiguousarray(matrix[live]), threads=threads)
+            for s in range(0, len(live), HNSW_BUILD_BATCH):
+                if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
+                    break
+                part = live[s : s + HNSW_BUILD_BATCH]
+                # self.build_threads, not ``threads``: a caller may have raised it meanwhile
+                idx.add(rowids[part].astype(np.uint64), np.ascontiguousarray(matrix[part]), threads=self.build_threads)
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)
             with self._lock:
@@ -184,6 +190,10 @@ class DenseIndex:
         with self._lock:
             if len(self._pos) >= self.exact_threshold and self._hnsw is None:
                 self._start_hnsw_build(build_threads(background=timeout == 0))
+                if self._building and timeout != 0:
+                    # a build a query started leaves a core to queries; a caller that waits wants it
+                    # done: its next batches use every core
+                    self.build_threads = max(self.build_threads, build_threads(background=False))
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._building:
             if deadline is not None and time.monotonic() > deadline:
