@@ -5,7 +5,7 @@ core, but in hybridmem it never runs alone: the BM25 leg runs beside it in the s
 server answers several queries at once. A BLAS thread that waits for a core held by another leg (or
 another process) turns a 0.3 ms product into 5-10 ms: on a busy 2-core machine the 10k-chunk dense
 leg took 9.5 ms p50 instead of ~1 ms, and even on an idle machine the two threads raise the p95 of
-a 5k-chunk hybrid query from ~1.5 to ~3-4 ms, while saving ~0.2 ms of p50 (bench/scaling.py,
+a 5k-chunk hybrid query from ~1.6 ms to 7-12 ms for no gain at p50 (bench/scaling.py,
 bench/peers.py; docs/benchmarks.md).
 
 OpenBLAS has one process-wide thread count, so :func:`query_blas` lowers it while at least one scan
