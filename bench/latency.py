@@ -273,9 +273,14 @@ def phase_build(n: int, db: Path, batch_docs: int, profile: bool) -> dict:
     if prof:
         prof.disable()
     write_s = time.perf_counter() - t
-    # the first batch is searchable by BM25 right after its commit: prove it
+    # the first batch is searchable by BM25 right after its commit: prove it (this first BM25 query
+    # also loads the postings: at 1M chunks that takes about as long as the 30 s leg timeout, so the
+    # leg's status is recorded with the answer)
+    t_probe = time.perf_counter()
     probe = mem.search(corpus[0]["text"][:80], mode="bm25", top_k=3)
+    probe_s = time.perf_counter() - t_probe
     bm25_visible = any(r.doc_id == corpus[0]["id"] for r in probe.results)
+    probe_leg = probe.legs.get("bm25")
     t = time.perf_counter()
     vectors = mem.embed_pending()
     vec_s = time.perf_counter() - t
@@ -292,6 +297,8 @@ def phase_build(n: int, db: Path, batch_docs: int, profile: bool) -> dict:
             "chunks_per_s": round(chunks / write_s, 1),
             "add_documents_call_docs": batch_docs,
             "bm25_searchable_after_commit": bm25_visible,
+            "probe_query_s": round(probe_s, 2),
+            "probe_bm25_leg": probe_leg.status if probe_leg else None,
         },
         "vectors": {
             "vectors": vectors,

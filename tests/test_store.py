@@ -786,6 +786,42 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
     m.close()
 
 
+def test_a_cold_index_load_does_not_count_against_the_leg_timeout(tmp_path, monkeypatch):
+    """The first query of a process loads the BM25 postings and the vectors before its legs start:
+    at 1M chunks that takes about the 30 s leg timeout, and the leg used to time out and answer
+    nothing. A later slow leg still times out."""
+    Memory(tmp_path / "t.db", embedder="hash").add_documents(
+        [{"id": f"d{i}", "text": f"pool exhaustion note {i}"} for i in range(20)]).__class__
+    m = Memory(tmp_path / "t.db", embedder="hash", leg_timeout=0.3)
+    real_tokens, real_vectors = m.store.load_tokens, m.store.load_vectors
+
+    def slow_tokens(ns):
+        time.sleep(0.6)
+        return real_tokens(ns)
+
+    def slow_vectors(ns):
+        time.sleep(0.6)
+        return real_vectors(ns)
+
+    monkeypatch.setattr(m.store, "load_tokens", slow_tokens)
+    monkeypatch.setattr(m.store, "load_vectors", slow_vectors)
+    t = time.perf_counter()
+    r = m.search("pool exhaustion", mode="hybrid", top_k=5)
+    took = time.perf_counter() - t
+    assert r.legs["bm25"].status == "ok" and r.legs["dense"].status == "ok", r.legs
+    assert len(r.results) == 5
+    assert took < 1.1  # the two loads ran at once, not one after the other
+
+    def slow_search(*a, **kw):
+        time.sleep(0.6)
+        return []
+
+    monkeypatch.setattr(m, "_sparse_search", slow_search)
+    m.searcher.sparse_search = slow_search
+    assert m.search("pool exhaustion", mode="hybrid", top_k=5).legs["bm25"].status == "timeout"
+    m.close()
+
+
 def test_concurrent_queries_with_a_new_filter_evaluate_it_once(tmp_path, monkeypatch):
     """The first queries of a filter arrive together under load: one evaluates it over every chunk,
     the others wait for that result instead of all scanning at once; every one gets the same set."""

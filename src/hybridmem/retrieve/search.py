@@ -40,6 +40,9 @@ class Searcher:
     #: the store runs BM25 and dense search itself (PostgreSQL): those legs get the parsed filter,
     #: compiled into their SQL, instead of an allowed-rowid array; the graph leg still gets rowids
     native: bool = False
+    #: called with (namespace, mode) before the legs start, outside their timeout: loads what the
+    #: legs need and this process has not loaded yet (a cold index load is not a slow leg)
+    prepare: Callable[[str, str], None] | None = None
 
     def validate_filter(self, namespace: str, spec: dict) -> Filter | None:
         flt = parse_filter(spec)
@@ -62,6 +65,8 @@ class Searcher:
         hp = req.hybrid_params
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
         mode = "hybrid" if req.mode == "rerank" else req.mode
+        if self.prepare is not None:
+            self.prepare(namespace, mode)
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
         allowed: np.ndarray | Filter | None = None
         if flt is not None:
