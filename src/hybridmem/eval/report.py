@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,13 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _wrap(title: str, fig, fontsize: float) -> str:
+    """``title`` broken into lines that fit the figure's width (a long dataset and embedder name
+    otherwise runs off both edges)."""
+    width = max(30, int(fig.get_figwidth() * 72 / (fontsize * 0.58)))
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def _title(results: Mapping) -> str:
@@ -525,16 +533,18 @@ def plot_metric_by_category(results: Mapping, path: Path) -> Path:
         ax.set_axisbelow(True)
         for j in range(len(cats) - 1):  # separate the category groups
             ax.axvline(j + 0.5, color="0.9", lw=0.8, zorder=0)
+    what = "by category" if len(cats) > 1 else "over all queries"
+    title = _wrap(f"MRR@10 and nDCG@10 {what} — {_title(results)}", fig, 12)
+    fig.suptitle(title, fontsize=12)
+    extra = 0.22 * title.count("\n")  # inches each further title line takes
     if ok:
         axes[0].set_ylabel("score (mean over queries)")
         axes[0].set_ylim(0, min(1.0, ymax) * 1.18 + 0.02 if ymax > 0 else 1.0)
         handles, labels = axes[0].get_legend_handles_labels()
         # own row under the title, so long titles never run into it
         fig.legend(handles, labels, loc="upper center", ncol=len(ok), frameon=False,
-                   bbox_to_anchor=(0.5, 1 - 0.4 / fig.get_figheight()))
-    what = "by category" if len(cats) > 1 else "over all queries"
-    fig.suptitle(f"MRR@10 and nDCG@10 {what} — {_title(results)}", fontsize=12)
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
+                   bbox_to_anchor=(0.5, 1 - (0.4 + extra) / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.6 + extra) / fig.get_figheight()))
     path = Path(path)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -578,7 +588,7 @@ def plot_recall_curve(results: Mapping, path: Path) -> Path:
         ax.grid(True, which="major", alpha=0.3)
         ax.grid(True, which="minor", alpha=0.1)
         ax.legend(title="mode", loc="lower right")
-    ax.set_title(f"Recall@k — {_title(results)}", fontsize=12)
+    ax.set_title(_wrap(f"Recall@k — {_title(results)}", fig, 12), fontsize=12)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=DPI)
