@@ -137,3 +137,30 @@ def test_reloads_writes_and_queries_at_once_leave_it_exact() -> None:
     for terms in (["a"], ["b", "c"], ["d", "e", "f"], VOCAB):
         assert idx.search(terms, 50) == fresh.search(terms, 50)
     assert len(idx) == len(fresh) == len(docs)
+
+
+def test_a_whole_load_builds_the_same_index_as_adding_rows_one_by_one(monkeypatch) -> None:
+    """``load`` counts postings with numpy per block; its state equals ``_add`` row by row, across
+    blocks, with unsorted and repeated rowids, empty chunks and non-ASCII terms."""
+    import random
+
+    from hybridmem.retrieve import sparse
+
+    monkeypatch.setattr(sparse, "LOAD_BLOCK", 7)  # many blocks
+    rng = random.Random(5)
+    words = ["pool", "max_connections", "hel-4040", "été", "连接池", "x"] + [f"w{i}" for i in range(30)]
+    rows = [(r, " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))))
+            for r in list(range(1, 40)) + [100, 50, 51, 7, 300, 301]]  # 7 again: replaced, as _add does
+    one = SparseIndex()
+    for r, t in rows:
+        one._add(r, t)
+    bulk = SparseIndex()
+    bulk.load(1, rows)
+    for attr in ("_rowids", "_dl", "_alive", "_pos", "_total_len", "_sorted"):
+        assert getattr(bulk, attr) == getattr(one, attr), attr
+    assert bulk._post.keys() == one._post.keys()
+    for t in one._post:
+        assert bulk._post[t] == one._post[t], t
+    assert not bulk._sorted
+    q = ["pool", "max_connections", "连接池", "w3"]
+    assert bulk.search(q, 10) == one.search(q, 10) and len(bulk.search(q, 10)) == 10

@@ -10,6 +10,7 @@ The FTS5 table stays the durable truth; this index is rebuilt from it and kept i
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from array import array
@@ -24,6 +25,7 @@ __all__ = ["SparseIndex", "K1", "B"]
 
 K1 = 1.2
 B = 0.75
+LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
 _IDF_FLOOR = 1e-6
 
 
@@ -63,6 +65,49 @@ class SparseIndex:
             post[0].append(p)
             post[1].append(tf)
 
+    def _bulk_add(self, rows: Iterable[tuple[int, str]]) -> None:
+        """``_add`` for many rows, the same state, about twice as fast: each block of rows gets its
+        postings from one numpy sort of (term id, chunk) keys instead of a Counter and two appends
+        per term per chunk (a 1M-chunk load took ~30 s, the leg timeout). A block holding a rowid
+        seen before goes through ``_add``, which replaces it."""
+        vocab: dict[str, int] = {}
+        it = iter(rows)
+        while block := list(itertools.islice(it, LOAD_BLOCK)):
+            rids = [int(r) for r, _ in block]
+            if len(set(rids)) != len(rids) or any(r in self._pos for r in rids):
+                for r, tokens in zip(rids, (t for _, t in block)):
+                    self._add(r, tokens)
+                continue
+            base, n = len(self._rowids), len(block)
+            ids, dls = array("q"), []
+            get = vocab.setdefault
+            for _, tokens in block:
+                toks = tokens.split()
+                dls.append(len(toks))
+                ids.extend([get(t, len(vocab)) for t in toks])
+            if len(ids):
+                key = np.frombuffer(ids, dtype=np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), dls)
+                uniq, tf = np.unique(key, return_counts=True)  # by term id, then chunk: positions ascend
+                term = uniq // n
+                pos = (uniq - term * n + base).astype(np.int32)
+                tf = tf.astype(np.int32)
+                cuts = (np.flatnonzero(np.diff(term)) + 1).tolist()
+                names = list(vocab)  # insertion order is id order
+                for a, b in zip([0, *cuts], [*cuts, len(term)]):
+                    t = names[int(term[a])]
+                    post = self._post.get(t)
+                    if post is None:
+                        post = self._post[t] = (array("i"), array("i"))
+                    post[0].frombytes(pos[a:b].tobytes())
+                    post[1].frombytes(tf[a:b].tobytes())
+            if (base and rids[0] < self._rowids[-1]) or any(y < x for x, y in zip(rids, rids[1:])):
+                self._sorted = False
+            self._rowids.extend(rids)
+            self._dl.extend([float(d) for d in dls])
+            self._alive.extend(b"\x01" * n)
+            self._pos.update(zip(rids, range(base, base + n)))
+            self._total_len += sum(dls)
+
     def _remove(self, rowid: int) -> None:
         p = self._pos.pop(rowid, None)
         if p is not None:
@@ -74,8 +119,7 @@ class SparseIndex:
         on meanwhile) and swapped in under the lock; the lock itself stays the same object, or a
         query and a write holding different locks would touch the arrays at once."""
         fresh = SparseIndex()
-        for rowid, tokens in rows:
-            fresh._add(int(rowid), tokens)
+        fresh._bulk_add(rows)
         fresh.version = version
         state = vars(fresh)
         del state["_lock"]
