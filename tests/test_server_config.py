@@ -150,3 +150,30 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
 
     if numpy_openblas() is not None and not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
         assert "numpy BLAS: 1 thread per call" in err  # many request threads: no per-call BLAS threads
+
+
+def test_serve_with_the_e5_model_still_limits_blas(tmp_path: Path) -> None:
+    """The bundled e5 model writes OMP_NUM_THREADS into the environment when it loads; the server's
+    BLAS limit is decided before that, from what the user set."""
+    from hybridmem.retrieve.blas import numpy_openblas
+
+    if numpy_openblas() is None or os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS"):
+        pytest.skip("numpy's bundled OpenBLAS not found here, or the user set a thread count")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _cli("--embedder", "e5", "serve", "--db", str(tmp_path / "m.db"), "--port", str(port), background=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "numpy BLAS: 1 thread per call" in err and "Traceback" not in err

@@ -684,14 +684,15 @@ def serve(
 
         spec = state.embedder or cfg.embedder or _stored_embedder(state.db)  # the store's own, as every command
         # concurrent requests' query embeddings are computed in one batch (a bundled model's cost is per call)
-        emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
         from .retrieve.blas import limit_process_blas
 
-        # many request threads run numpy at once: one BLAS thread per call (OPENBLAS_NUM_THREADS overrides)
+        # many request threads run numpy at once: one BLAS thread per call (OPENBLAS_NUM_THREADS overrides).
+        # Before the embedder is made: the e5 model writes OMP_NUM_THREADS into the environment.
         blas_threads = limit_process_blas(1)
         if blas_threads is not None:
             err.print(f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)",
                       highlight=False, markup=False)
+        emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
         try:
             emb.warm_up()
             with Memory(state.db, embedder=emb, namespace=state.namespace, auto_embed=True) as mem:
