@@ -99,21 +99,22 @@ def load_scifact_lookup():
 
     ds = load_dataset(str(DATA / "scifact"), "test")
     docs = [{"id": d["id"], "text": d["text"]} for d in ds.docs]
+    queries = list(ds.queries.items())
+    return docs, queries[:WARMUP], queries, None, _lookup_vectors(docs, ds.queries.values())
+
+
+def _lookup_vectors(docs: list[dict], queries) -> VectorLookup:
+    """bench/latency.py's ``lookup:384`` vectors for these documents and queries."""
     lk = LookupEmbedder()
     dvec = {d["text"]: lk._vec("passage", d["text"]) for d in docs}
-    qvec = {q: lk._vec("query", q) for q in ds.queries.values()}
-    emb = VectorLookup(lk.name, lk.dim, dvec, qvec)
-    queries = list(ds.queries.items())
-    return docs, queries[:WARMUP], queries, None, emb
+    qvec = {q: lk._vec("query", q) for q in queries}
+    return VectorLookup(lk.name, lk.dim, dvec, qvec)
 
 
 def load_synthetic(n: int, nq: int):
     docs = [{"id": d["id"], "text": d["text"]} for d in make_corpus(n)]
     qs = make_queries(nq + WARMUP)
-    lk = LookupEmbedder()
-    dvec = {d["text"]: lk._vec("passage", d["text"]) for d in docs}
-    qvec = {q: lk._vec("query", q) for q in qs}
-    emb = VectorLookup(lk.name, lk.dim, dvec, qvec)
+    emb = _lookup_vectors(docs, qs)
     warm = [(f"w{i}", q) for i, q in enumerate(qs[:WARMUP])]
     queries = [(f"q{i}", q) for i, q in enumerate(qs[WARMUP:])]
     return docs, warm, queries, None, emb

@@ -131,13 +131,15 @@ def test_a_build_started_while_serving_leaves_a_core_to_the_queries(monkeypatch)
 def test_a_caller_waiting_for_a_build_a_query_started_gives_it_every_core(monkeypatch) -> None:
     """A query starts the build on all cores but one; once a caller waits for it (eval, a benchmark,
     ``Memory.wait_for_indexes()``), the build's next batches use every core."""
+    import threading
+
     from hybridmem.retrieve import dense
 
     monkeypatch.delenv("HYBRIDMEM_HNSW_BUILD_THREADS", raising=False)
     monkeypatch.setattr(dense.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(dense, "HNSW_BUILD_BATCH", 100)
     used: list[int] = []
-    gate = __import__("threading").Event()
+    gate = threading.Event()
     from usearch.index import Index
 
     real_add = Index.add
@@ -154,7 +156,7 @@ def test_a_caller_waiting_for_a_build_a_query_started_gives_it_every_core(monkey
     idx.load(1, np.arange(1, 1001), v)
     idx.search(v[0], 5)  # starts the build, one core left to queries
     assert idx.build_threads == 1
-    waiter = __import__("threading").Thread(target=idx.wait_ready, kwargs={"timeout": 60})
+    waiter = threading.Thread(target=idx.wait_ready, kwargs={"timeout": 60})
     waiter.start()
     deadline = time.monotonic() + 10
     while idx.build_threads != 2 and time.monotonic() < deadline:

@@ -790,8 +790,9 @@ def test_a_cold_index_load_does_not_count_against_the_leg_timeout(tmp_path, monk
     """The first query of a process loads the BM25 postings and the vectors before its legs start:
     at 1M chunks that takes about the 30 s leg timeout, and the leg used to time out and answer
     nothing. A later slow leg still times out."""
-    Memory(tmp_path / "t.db", embedder="hash").add_documents(
-        [{"id": f"d{i}", "text": f"pool exhaustion note {i}"} for i in range(20)]).__class__
+    with Memory(tmp_path / "t.db", embedder="hash") as w:
+        w.add_documents([{"id": f"d{i}", "text": f"pool exhaustion note {i}"} for i in range(20)])
+        w.embed_pending()
     m = Memory(tmp_path / "t.db", embedder="hash", leg_timeout=0.3)
     real_tokens, real_vectors = m.store.load_tokens, m.store.load_vectors
 

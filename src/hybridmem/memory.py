@@ -725,6 +725,7 @@ class Memory:
         ns = self._ns(namespace)
         if self._native:
             return True
+        self._load_cold_indexes(ns, "hybrid")  # both at once when neither is loaded yet
         self._sparse_index(ns)
         return self._index(ns).wait_ready(timeout)
 

@@ -156,7 +156,7 @@ class DenseIndex:
                 if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
                     break
                 part = live[s : s + HNSW_BUILD_BATCH]
-                # self.build_threads, not ``threads``: a caller may have raised it meanwhile
+                # read per batch: a caller that started waiting may have raised it
                 idx.add(rowids[part].astype(np.uint64), np.ascontiguousarray(matrix[part]), threads=self.build_threads)
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)

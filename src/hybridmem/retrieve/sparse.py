@@ -75,7 +75,7 @@ class SparseIndex:
         while block := list(itertools.islice(it, LOAD_BLOCK)):
             rids = [int(r) for r, _ in block]
             if len(set(rids)) != len(rids) or any(r in self._pos for r in rids):
-                for r, tokens in zip(rids, (t for _, t in block)):
+                for r, (_, tokens) in zip(rids, block):
                     self._add(r, tokens)
                 continue
             base, n = len(self._rowids), len(block)
