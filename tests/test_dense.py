@@ -156,6 +156,9 @@ def test_a_caller_waiting_for_a_build_a_query_started_gives_it_every_core(monkey
     idx.load(1, np.arange(1, 1001), v)
     idx.search(v[0], 5)  # starts the build, one core left to queries
     assert idx.build_threads == 1
+    deadline = time.monotonic() + 10
+    while not used and time.monotonic() < deadline:  # the first batch has begun (held at the gate)
+        time.sleep(0.01)
     waiter = threading.Thread(target=idx.wait_ready, kwargs={"timeout": 60})
     waiter.start()
     deadline = time.monotonic() + 10
