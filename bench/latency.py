@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem import Memory  # noqa: E402
 from hybridmem.retrieve.dense import DenseIndex  # noqa: E402
-from hybridmem.retrieve.filters import parse_filter  # noqa: E402
+from hybridmem.filters import parse_filter  # noqa: E402
 
 DIM = 384
 NS = "default"
@@ -417,13 +417,13 @@ def bm25_match_share(mem: Memory, queries: list[str]) -> dict:
     from hybridmem.store.sqlite import _fts, _fts_query
     from hybridmem.text.tokenize import query_tokens
 
-    fts = _fts(mem.store._ns_id(NS))
+    fts = _fts(mem.store.namespace_id(NS))
     total = mem.store.counts(NS)["chunks"]
     counts, ntoks = [], []
     for q in queries:
         toks = query_tokens(q)
         ntoks.append(len(toks))
-        counts.append(mem.store._r.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?",
+        counts.append(mem.store.reader.execute(f"SELECT count(*) FROM {fts} WHERE {fts} MATCH ?",
                                            (_fts_query(toks),)).fetchone()[0])
     return {"median_matches": statistics.median(counts), "median_share": round(statistics.median(counts) / total, 3),
             "median_query_tokens": statistics.median(ntoks), "queries": len(queries)}
@@ -488,7 +488,7 @@ def phase_query(n: int, db: Path, n_queries: int, do_dense: bool, bag_n: int, bl
         "sqlite_bytes": file_size(db),
     }
     out["bm25_match_share"] = bm25_match_share(mem, queries[:50])
-    cache = getattr(mem, "_allowed_cache", None)
+    cache = getattr(mem.legs, "_allowed_cache", None)
     if cache is not None:  # filter results are cached per (filter, chunk version): measure a miss too
         ms_env, ms_svc = [], []
         for q in queries[:uncached_queries]:
@@ -553,7 +553,7 @@ def dense_compare(mem: Memory, n_queries: int, bag_n: int, mem_build_ms: float |
     queries = make_queries(n_queries, seed=SEED + 2)
     emb = LookupEmbedder()
     qvecs = [emb.embed_query(q) for q in queries]
-    own = mem._indexes.get(NS)
+    own = mem.legs.dense_indexes.get(NS)
     if own is not None and own._hnsw is not None and own.version == version and len(own) == len(rowids):
         exact = DenseIndex(DIM, exact_threshold=10**12)
         exact.load(version, rowids, matrix)
@@ -571,7 +571,7 @@ def dense_compare(mem: Memory, n_queries: int, bag_n: int, mem_build_ms: float |
         # structured variant: the same chunk texts (first bag_n), bag-of-hashed-words vectors
         bag = BagEmbedder()
         ids = rowids[: min(bag_n, len(rowids))]
-        texts = dict(mem.store._r.execute("SELECT id, text FROM chunks WHERE id <= ?", (int(ids[-1]),)).fetchall())
+        texts = dict(mem.store.reader.execute("SELECT id, text FROM chunks WHERE id <= ?", (int(ids[-1]),)).fetchall())
         bm = np.stack([bag.embed(texts[int(r)]) for r in ids])
         bq = [bag.embed(q) for q in queries]
         exact, hnsw, build_s = _indexes(ids, bm, bq[0])

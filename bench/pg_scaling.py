@@ -115,7 +115,7 @@ def pg_settings(url: str) -> dict:
 # ------------------------------------------------------------------------------------------ one run
 def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
     from hybridmem import Memory
-    from hybridmem.retrieve.filters import parse_filter
+    from hybridmem.filters import parse_filter
 
     out: dict = {"backend": backend, "n": n}
     corpus = make_corpus(n)
@@ -172,7 +172,7 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
         qv = emb.embed_query(q)
         exact = set(rowids[np.argsort(-(m @ qv))[:10]].tolist())
         got = {r for r, _ in (mem.store.search_dense("default", qv, None, 10) if backend == "postgres"
-                              else mem._index("default").search(qv, 10))}
+                              else mem.legs.dense_index("default").search(qv, 10))}
         rec.append(len(exact & got) / 10)
     del m
     out["dense_recall_at_10"] = round(float(np.mean(rec)), 3)

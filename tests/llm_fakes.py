@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from hybridmem.llm.base import BaseChatModel, Message, Reply
-from hybridmem.llm.retry import RetryPolicy
+from hybridmem.retry import RetryPolicy
 
 #: fast retries for tests: milliseconds, not seconds
 FAST = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05, max_retry_after=1.0, total_timeout=10.0)

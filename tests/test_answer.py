@@ -184,7 +184,7 @@ def test_ask_llm_argument(filled: Memory, monkeypatch: pytest.MonkeyPatch) -> No
         filled.ask("x", llm="openai:gpt-4o-mini")  # an explicit model with no key: an error, not a silent fallback
     with pytest.raises(ValidationError, match="unknown LLM"):
         filled.ask("x", llm="gpt-4o-mini")
-    filled._llm, filled._llm_ready = ScriptedChatModel([]), True
+    filled.llms.set(ScriptedChatModel([]))
     a = filled.ask("HTTP 504", llm="none")  # switches the memory's model off for this call
     assert a.answerer == "extractive" and a.usage is None
 

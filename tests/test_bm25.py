@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridmem import Memory, ValidationError
-from hybridmem.memory import _LANGS
+from hybridmem.ingest import _LANGS
 from hybridmem.text.chunk import chunk_text
 from hybridmem.text.tokenize import detect_language, query_tokens, tokenize
 
@@ -112,7 +112,7 @@ def scifact(scifact_bm25):
 
     # the oracle: exactly the tokens Memory._prepare indexed: one chunk per document, tokenized in
     # the language Memory detected for it (recorded per chunk in the store)
-    langs = dict(m.store._r.execute("SELECT doc_id, lang FROM chunks").fetchall())
+    langs = dict(m.store.reader.execute("SELECT doc_id, lang FROM chunks").fetchall())
     assert len(langs) == len(docs) and set(langs.values()) <= _LANGS | {None}
     for d in docs[:50]:
         assert langs[d["id"]] == detect_language(d["text"])

@@ -75,7 +75,7 @@ def _rowids(db, sql: str, *args) -> set[int]:
 
 def check_legs_consistent(mem: Memory) -> dict[str, int]:
     """No chunk in one leg but not the other, and no row without its chunk or document."""
-    db = mem.store._r
+    db = mem.store.reader
     ns = db.execute("SELECT id FROM namespaces WHERE name=?", (NS,)).fetchone()
     if ns is None:  # killed before the first write committed
         assert db.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
@@ -146,7 +146,7 @@ def check_vector_leg(mem: Memory) -> None:
     mem.embed_pending()
     c = mem.store.counts(NS)
     assert c["pending_vectors"] == 0 and c["vectors"] == c["chunks"], c
-    rows = mem.store._r.execute(
+    rows = mem.store.reader.execute(
         "SELECT c.chunk_id, c.text FROM chunks c JOIN namespaces n ON n.id = c.ns_id WHERE n.name=?", (NS,)).fetchall()
     for chunk_id, text in rows:
         hits = mem.search(text, mode="vector", top_k=1).results
@@ -216,9 +216,9 @@ def test_worker_race_with_rowid_reuse_keeps_every_chunk_embeddable(tmp_path: Pat
         mem.add("first version of the note: alpha", id="x")
         rows = mem.store.pending(16)  # what embed_pending (the worker) does first...
         mem.update("x", "second version of the note: beta")  # ...an update lands meanwhile...
-        (new_rowid,) = [r for r, d in mem.store._r.execute("SELECT id, doc_id FROM chunks") if d == "x"]
+        (new_rowid,) = [r for r, d in mem.store.reader.execute("SELECT id, doc_id FROM chunks") if d == "x"]
         assert new_rowid in {r[0] for r in rows}  # the rowid was re-used
-        emb = mem._get_worker_embedder()
+        emb = mem.embedders.worker_model
         mem.store.store_vectors([(r[0], r[3], v) for r, v in zip(rows, emb.embed_documents([r[2] for r in rows]))])
         mem.wait_for_vectors()
         c = mem.store.counts(NS)

@@ -21,7 +21,7 @@ from pydantic import ValidationError as PydanticError
 
 from hybridmem import Memory, QueryRequest
 from hybridmem.errors import FilterError, NotFoundError, ValidationError
-from hybridmem.retrieve.filters import COMPARE_OPS, MAX_DEPTH, matches, parse_filter
+from hybridmem.filters import COMPARE_OPS, MAX_DEPTH, matches, parse_filter
 from hybridmem.text.tokenize import detect_language, fold, identifier_tokens, is_identifier, query_tokens, tokenize
 
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))

@@ -228,7 +228,7 @@ def assert_intact(m: Memory, extra_docs: int = 0) -> None:
     prod = m.search("pool cache", top_k=10, metadata_filter={"environment": "production"}).results
     assert {"pool", "cache"} <= {r.doc_id for r in prod}  # the filter still applies, both ways
     assert all(r.metadata["environment"] == "production" for r in prod)
-    assert m.store._r.execute("SELECT count(*) FROM chunks").fetchone()[0] == s.chunks
+    assert m.store.reader.execute("SELECT count(*) FROM chunks").fetchone()[0] == s.chunks
 
 
 def _counts(m: Memory) -> tuple[int, int]:
@@ -403,7 +403,7 @@ def test_metadata_keys_with_sql_or_json_path_syntax_are_plain_keys(base: Memory,
         for mode in ("bm25", "vector", "hybrid"):
             hits = base.search("note", mode=mode, top_k=10, metadata_filter=flt).results
             assert sorted(h.doc_id for h in hits) == expected, (mode, flt)
-    tables = {r[0] for r in base.store._r.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {r[0] for r in base.store.reader.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"chunks", "documents", "vectors", "embed_queue"} <= tables
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from hybridmem import Memory
-from hybridmem.llm.base import create_chat_model
-from hybridmem.llm.retry import RetryPolicy
+from hybridmem.llm import create_chat_model
+from hybridmem.retry import RetryPolicy
 
 from llm_fakes import FakeLLMServer, Scripted, Seen, candidate_ids
 from test_rerank import DOCS  # the same six-note corpus the rerank tests search

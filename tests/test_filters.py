@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridmem.errors import FilterError, ValidationError
-from hybridmem.retrieve.filters import And, Cond, Or, canonical, filter_keys, matches, parse_filter, to_sql
+from hybridmem.filters import And, Cond, Or, canonical, filter_keys, matches, parse_filter
+from hybridmem.store.sql_filters import to_sql
 
 
 def sql_select(metas: list[dict[str, Any]], spec: dict[str, Any] | None, db: sqlite3.Connection | None = None) -> set[int]:

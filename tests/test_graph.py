@@ -95,11 +95,11 @@ def test_demo_graph_has_provenance_communities_and_summaries(demo: Memory) -> No
     assert info["type"] == "service" and "err-HEL-5031" in info["documents"]
     for cid in info["chunks"]:
         assert "auth-service" in demo.store.fetch(
-            [r for r, in demo.store._r.execute("SELECT id FROM chunks WHERE chunk_id=?", (cid,))]
+            [r for r, in demo.store.reader.execute("SELECT id FROM chunks WHERE chunk_id=?", (cid,))]
         ).popitem()[1].text.lower()
     comms = demo.graph.communities()
     ids = {c.community_id for c in comms}
-    all_chunk_ids = {r for r, in demo.store._r.execute("SELECT chunk_id FROM chunks")}
+    all_chunk_ids = {r for r, in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
     for c in comms:
         assert c.summary and c.fingerprint and c.summary_model == "extractive"
         assert set(c.chunk_ids) <= all_chunk_ids
@@ -186,14 +186,14 @@ def test_fingerprint_changes_with_members_and_provenance() -> None:
 
 def test_delete_cascades_provenance_in_the_same_transaction(demo: Memory) -> None:
     doc = "err-HEL-5031"
-    rowids = [r for r, in demo.store._r.execute("SELECT id FROM chunks WHERE doc_id=?", (doc,))]
+    rowids = [r for r, in demo.store.reader.execute("SELECT id FROM chunks WHERE doc_id=?", (doc,))]
     q = ",".join("?" * len(rowids))
-    assert demo.store._r.execute(f"SELECT count(*) FROM graph_mentions WHERE chunk_rowid IN ({q})", rowids).fetchone()[0]
-    only_here = [k for k, in demo.store._r.execute(
+    assert demo.store.reader.execute(f"SELECT count(*) FROM graph_mentions WHERE chunk_rowid IN ({q})", rowids).fetchone()[0]
+    only_here = [k for k, in demo.store.reader.execute(
         f"SELECT e.key FROM graph_entities e WHERE NOT EXISTS (SELECT 1 FROM graph_mentions m WHERE m.entity_id=e.id "
         f"AND m.chunk_rowid NOT IN ({q}))", rowids)]
     assert demo.delete(doc) == [doc]
-    db = demo.store._r
+    db = demo.store.reader
     for table in ("graph_mentions", "graph_relation_sources", "graph_chunks"):
         assert db.execute(f"SELECT count(*) FROM {table} WHERE chunk_rowid IN ({q})", rowids).fetchone()[0] == 0
     for k in only_here:  # orphaned entities went with their last chunk
@@ -211,7 +211,7 @@ def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: py
     if not isinstance(demo.store, sq.SQLiteStore):
         return _failed_delete_rolls_back_on_postgres(demo, monkeypatch)
 
-    before = demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
+    before = demo.store.reader.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
     orig = sq.SQLiteStore._delete_chunk_rows
 
     def boom(db: sqlite3.Connection, fts: str, rowids: list[int]) -> None:
@@ -222,14 +222,14 @@ def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: py
     with pytest.raises(sqlite3.OperationalError):
         demo.delete("err-HEL-5031")
     monkeypatch.undo()
-    assert demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
+    assert demo.store.reader.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
     assert demo.get("err-HEL-5031")["n_chunks"] > 0
 
 
 def _failed_delete_rolls_back_on_postgres(demo: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     from hybridmem.store import graph_sql
 
-    before = demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
+    before = demo.store.reader.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
     orig = graph_sql.delete_graph_provenance
 
     def boom(db, part):  # type: ignore[no-untyped-def]
@@ -240,7 +240,7 @@ def _failed_delete_rolls_back_on_postgres(demo: Memory, monkeypatch: pytest.Monk
     with pytest.raises(RuntimeError):
         demo.delete("err-HEL-5031")
     monkeypatch.undo()
-    assert demo.store._r.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
+    assert demo.store.reader.execute("SELECT count(*) FROM graph_mentions").fetchone()[0] == before
     assert demo.get("err-HEL-5031")["n_chunks"] > 0
     assert demo.store.integrity_check() == "ok"
 
@@ -253,7 +253,7 @@ def test_update_after_deletes_prunes_without_rebuilding(demo: Memory) -> None:
     assert rep.summaries_pruned > 0
     st = demo.graph.status()
     assert st.stale_communities == 0
-    alive = {r for r, in demo.store._r.execute("SELECT chunk_id FROM chunks")}
+    alive = {r for r, in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
     for c in demo.graph.communities():
         assert set(c.chunk_ids) <= alive
         assert "err-HEL-5031_p" not in c.summary
@@ -359,7 +359,7 @@ def test_namespaces_are_a_hard_boundary_in_the_graph(target) -> None:
         m.add("globex-service depends on shared-db. globex-service causes HEL-2222.", id="g1", namespace="globex")
         m.graph.build(namespace="acme")
         m.graph.build(namespace="globex")
-        acme_chunks = {r for r, in m.store._r.execute(
+        acme_chunks = {r for r, in m.store.reader.execute(
             "SELECT c.chunk_id FROM chunks c JOIN namespaces n ON n.id=c.ns_id WHERE n.name='acme'")}
         # the shared entity name exists in both graphs, each with its own provenance only
         g = m.graph.show("shared-db", namespace="globex")

@@ -166,7 +166,7 @@ def test_invalid_extraction_is_repaired_once_then_fails_clearly(tmp_path: Path) 
 
 def test_llm_choices_without_llm_are_clear_errors(mem: Memory) -> None:
     mem.add("auth-service calls billing-service.", id="x")
-    mem._llm, mem._llm_ready = None, True
+    mem.llms.set(None)
     with pytest.raises(ValidationError, match="needs an LLM"):
         mem.graph.build(extractor="llm")
     with pytest.raises(ValidationError, match="needs an LLM"):

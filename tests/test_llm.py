@@ -15,7 +15,14 @@ from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel
 from pydantic import BaseModel, Field
 
 from hybridmem.errors import LLMError, ValidationError
-from hybridmem.llm import ChatModel, RetryPolicy, Retryable, call_with_retry, create_chat_model, resolve_llm
+from hybridmem.llm import (
+    ChatModel,
+    Retryable,
+    RetryPolicy,
+    call_with_retry,
+    create_chat_model,
+    resolve_llm,
+)
 from hybridmem.llm.base import json_schema, parse_structured, strict_schema
 from hybridmem.llm.gemini import gemini_schema
 
@@ -320,7 +327,7 @@ def test_non_retryable_errors_propagate_at_once() -> None:
     assert len(calls) == 1
 
 
-@pytest.mark.parametrize("kwargs", [{"max_attempts": 0}, {"backoff": -1}, {"total_timeout": 0}])
+@pytest.mark.parametrize("kwargs", [{"max_attempts": 0}, {"backoff": -1}, {"total_timeout": 0}, {"jitter": "full"}])
 def test_retry_policy_validation(kwargs: dict) -> None:
     with pytest.raises(ValidationError):
         RetryPolicy(**kwargs)

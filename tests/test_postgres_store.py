@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from hybridmem import Memory
 from hybridmem.errors import FilterError, StoreError
-from hybridmem.retrieve.filters import matches, parse_filter, to_pg_sql
+from hybridmem.filters import matches, parse_filter
+from hybridmem.store.sql_filters import to_pg_sql
 from hybridmem.retrieve.sparse import SparseIndex
 from hybridmem.text.tokenize import query_tokens
 
@@ -328,7 +329,7 @@ def test_statement_timeout_is_a_store_error(pg_url):
     s = PostgresStore(pg_url, statement_timeout_ms=100)
     try:
         with pytest.raises(StoreError, match="timed out"):
-            s._r.execute("SELECT pg_sleep(2)")
+            s.reader.execute("SELECT pg_sleep(2)")
         assert s.namespaces() == []  # the pool is still usable
     finally:
         s.close()

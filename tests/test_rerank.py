@@ -207,7 +207,7 @@ def test_mode_rerank_reorders_but_keeps_fused_scores(filled: Memory) -> None:
     fused = filled.search("pipeline", top_k=20)
     assert fused.reranked is False and fused.reranker is None and fused.usage is None
     llm = ScriptedChatModel([reverse_ids])
-    filled._llm, filled._llm_ready = llm, True
+    filled.llms.set(llm)
     resp = filled.search("pipeline", mode="rerank", top_k=3)
     assert resp.mode == "rerank" and resp.reranked and resp.reranker == "llm:scripted:test"
     assert [r.chunk_id for r in resp.results] == [r.chunk_id for r in fused.results][::-1][:3]
@@ -240,10 +240,10 @@ def test_rerank_true_in_the_json_request_reranks_any_mode(filled: Memory) -> Non
 
 
 def test_request_level_reranker_choice(filled: Memory) -> None:
-    filled._llm, filled._llm_ready = ScriptedChatModel([reverse_ids]), True
+    filled.llms.set(ScriptedChatModel([reverse_ids]))
     resp = filled.search("pipeline", mode="rerank", reranker="identifier")
     assert resp.reranker == "identifier" and resp.usage is None
-    filled._llm, filled._llm_ready = None, True
+    filled.llms.set(None)
     resp = filled.search("pipeline", mode="rerank", reranker="llm")
     assert resp.reranker == "identifier" and "instead of the LLM reranker asked for" in resp.rerank_note
     with pytest.raises(ValidationError, match="reranker"):
@@ -252,7 +252,7 @@ def test_request_level_reranker_choice(filled: Memory) -> None:
 
 def test_llm_failure_in_search_keeps_fused_order(filled: Memory) -> None:
     fused = filled.search("pipeline", top_k=3)
-    filled._llm, filled._llm_ready = ScriptedChatModel(["not json", "nope"]), True
+    filled.llms.set(ScriptedChatModel(["not json", "nope"]))
     resp = filled.search("pipeline", mode="rerank", top_k=3)
     assert resp.reranked is False and resp.reranker == "llm:scripted:test"
     assert "invalid output after one repair attempt" in resp.rerank_note
@@ -288,7 +288,7 @@ def test_custom_reranker_and_its_failures(tmp_path) -> None:
             m.add(t, id=i)
         fused = [r.chunk_id for r in m.search("pipeline", top_k=20).results]
         assert [r.chunk_id for r in m.search("pipeline", mode="rerank", top_k=20).results] == fused[::-1]
-        m._reranker = Broken()
+        m.answers.reranker = Broken()
         resp = m.search("pipeline", mode="rerank", top_k=20)
         assert resp.reranked is False and "not a permutation" in resp.rerank_note
         assert [r.chunk_id for r in resp.results] == fused
@@ -298,7 +298,7 @@ def test_unusable_llm_in_env_becomes_a_note_not_a_failure(filled: Memory, monkey
     monkeypatch.setenv("HYBRIDMEM_LLM", "openai:gpt-4o-mini")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    filled._llm_ready = False
+    filled.llms._ready = False
     resp = filled.search("HEL-4040", mode="rerank")
     assert resp.reranker == "identifier" and resp.results
     assert "HYBRIDMEM_LLM is set but unusable" in resp.rerank_note and "OPENAI_API_KEY" in resp.rerank_note

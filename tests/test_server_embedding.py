@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from hybridmem import Memory
-from hybridmem.embed.base import create_embedder
+from hybridmem.embed import create_embedder
 from hybridmem.errors import EmbedderError
 from hybridmem.server.embedding import CoalescingEmbedder
 

@@ -599,7 +599,7 @@ def test_dense_leg_failure_is_isolated(envs, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("vector index on fire")
 
-    monkeypatch.setattr(envs.searcher, "dense_search", boom)
+    monkeypatch.setattr(envs.legs, "dense", boom)
     resp = envs.search("connection pool exhausted", top_k=5)
     assert resp.legs["dense"].status == "error"
     assert "vector index on fire" in resp.legs["dense"].error
@@ -616,7 +616,7 @@ def test_bm25_leg_failure_is_isolated(envs, monkeypatch):
     def boom(*a, **k):
         raise StoreError("fts table corrupt")
 
-    monkeypatch.setattr(envs.searcher, "sparse_search", boom)
+    monkeypatch.setattr(envs.legs, "sparse", boom)
     resp = envs.search("connection pool exhausted", top_k=5)
     assert resp.legs["bm25"].status == "error" and "corrupt" in resp.legs["bm25"].error
     assert resp.legs["dense"].status == "ok" and len(resp.results) == 5
@@ -628,13 +628,13 @@ def test_slow_leg_times_out(tmp_path):
     with Memory(tmp_path / "t.db", embedder="hash", auto_embed=False, leg_timeout=0.3) as m:
         m.add("slow leg test about the tapir", id="t")
         m.wait_for_vectors()
-        real = m.searcher.dense_search
+        real = m.legs.dense
 
         def slow(*a, **k):
             time.sleep(2.0)
             return real(*a, **k)
 
-        m.searcher.dense_search = slow
+        m.legs.dense = slow
         t0 = time.perf_counter()
         resp = m.search("tapir")
         assert time.perf_counter() - t0 < 1.5  # did not wait for the slow leg
@@ -653,7 +653,7 @@ def test_in_memory_bm25_equals_fts5_through_writes(mem):
 
     def check(q: str, flt: dict | None = None) -> None:
         resp = mem.search(q, mode="bm25", top_k=15, fetch_k=15, metadata_filter=flt or {})
-        from hybridmem.retrieve.filters import parse_filter
+        from hybridmem.filters import parse_filter
 
         ref = mem.store.bm25(mem.namespace, query_tokens(q), parse_filter(flt or {}), 15)
         ours = [(r.chunk_id, r.scores["bm25"]) for r in resp.results]
@@ -705,7 +705,7 @@ def test_a_query_racing_a_write_waits_for_its_apply_instead_of_reloading(tmp_pat
     for mode in MODES:
         m.search("pools", mode=mode)  # both indexes loaded
     loads = {"sparse": 0, "dense": 0}
-    ours = {"sparse": m._sparse, "dense": m._indexes}
+    ours = {"sparse": m.legs.sparse_indexes, "dense": m.legs.dense_indexes}
     for name, cls in (("sparse", SparseIndex), ("dense", DenseIndex)):
         def counted(self, *a, _orig=cls.load, _name=name, **k):
             # the patch is class-wide: count only this memory's indexes, not a leftover background
@@ -758,7 +758,7 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
     def fresh():
         return np.sort(real(ns, flt))
 
-    m._allowed(ns, flt)
+    m.legs.allowed(ns, flt).rowids
     assert len(scans) == 1
     rng = random.Random(3)
     for step in range(40):
@@ -773,15 +773,15 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
             m.add_documents([{"id": f"d{rng.randrange(80)}", "text": f"batch {step} {j}", "metadata": {"env": env}}
                              for j in range(3)])
         if step % 3 == 0:  # several writes between two queries, too
-            assert np.array_equal(m._allowed(ns, flt), fresh()), (step, op)
-    assert np.array_equal(m._allowed(ns, flt), fresh())
+            assert np.array_equal(m.legs.allowed(ns, flt).rowids, fresh()), (step, op)
+    assert np.array_equal(m.legs.allowed(ns, flt).rowids, fresh())
     assert len(scans) == 1  # every catch-up came from the change log
     assert ids(m.search("note", mode="bm25", top_k=200, metadata_filter={"env": "prod"}))  # the search path uses it
 
     other = Memory(tmp_path / "f.db", embedder="hash", auto_embed=False)
     other.add("a prod note from another process", id="x", metadata={"env": "prod"})
     other.close()
-    got = m._allowed(ns, flt)
+    got = m.legs.allowed(ns, flt).rowids
     assert np.array_equal(got, fresh()) and len(scans) == 2
     m.close()
 
@@ -817,8 +817,7 @@ def test_a_cold_index_load_does_not_count_against_the_leg_timeout(tmp_path, monk
         time.sleep(0.6)
         return []
 
-    monkeypatch.setattr(m, "_sparse_search", slow_search)
-    m.searcher.sparse_search = slow_search
+    monkeypatch.setattr(m.legs, "sparse", slow_search)
     assert m.search("pool exhaustion", mode="hybrid", top_k=5).legs["bm25"].status == "timeout"
     m.close()
 
@@ -877,3 +876,20 @@ def test_filter_rowids_among_a_subset_of_chunks(mem):
     got = np.sort(mem.store.filter_rowids(mem.namespace, flt, among=pool))
     assert np.array_equal(got, np.intersect1d(every, pool))
     assert len(mem.store.filter_rowids(mem.namespace, flt, among=[])) == 0
+
+
+def test_the_same_id_twice_in_one_store_write_keeps_the_last_on_every_backend(target):
+    """Write planning is shared by the backends (store.base.plan_writes): the same document id twice
+    in one ``write_documents`` call leaves the last version, as two writes in a row would (PostgreSQL
+    used to reject the write, SQLite wrote both and reported the id added and updated)."""
+    from hybridmem.ingest import Preparer
+
+    with Memory(target, embedder="hash", auto_embed=False) as m:
+        prep = Preparer(m.chunk_size, m.chunk_overlap)
+        first, second = prep.prepare({"id": "dup", "text": "first text"}), prep.prepare({"id": "dup", "text": "second"})
+        res = m.legs.commit(lambda: m.store.write_documents(m.namespace, [first, second]))
+        assert (res.added, res.updated, res.unchanged, res.chunks_written) == (["dup"], [], [], 1)
+        doc = m.get("dup")
+        assert [c["text"] for c in doc["chunks"]] == ["second"] and m.stats().chunks == 1
+        assert [r.chunk_id for r in m.search("second", mode="bm25").results] == ["dup_p1"]
+        assert m.search("first", mode="bm25").results == []

@@ -102,6 +102,7 @@ def check_citations(text: str, listed: Sequence[str], results: Sequence[QueryRes
     """
     chunks = {r.chunk_id for r in results}
     first_of_doc: dict[str, str] = {}
+    r: QueryResult | str | None  # a result, then the chunk id a listed id resolves to (if any)
     for r in results:
         first_of_doc.setdefault(r.doc_id, r.chunk_id)
     cited: dict[str, None] = {}

@@ -30,6 +30,11 @@ MAX_TEXT_CHARS = 20_000_000
 EXACT_THRESHOLD = 50_000  # chunks per namespace; above it an HNSW index answers unfiltered queries
 EMBED_BATCH = 16
 
+# BM25 (one definition for every backend: the in-process postings and PostgreSQL's SQL score alike)
+BM25_K1 = 1.2
+BM25_B = 0.75
+BM25_IDF_FLOOR = 1e-6  # a term in more than half the chunks keeps a tiny positive weight
+
 # per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
 LEG_TIMEOUT = 30.0
 

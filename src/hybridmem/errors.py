@@ -1,5 +1,9 @@
 """The exception tree of hybridmem: one root, a shallow tree.
 
+Each class carries what every adapter needs to report it: ``exit_code`` (the CLI), ``http_status``,
+``error_type`` (the ``type`` of the JSON error body) and ``http_headers`` (the HTTP server). A
+subclass that sets none of them answers like its parent: the lookup walks the class's MRO.
+
     HybridMemError
     ├── ValidationError        bad request: empty query, top_k out of range, negative weight...
     │   └── FilterError        unknown filter key or operator, malformed filter
@@ -15,24 +19,27 @@
 from __future__ import annotations
 
 __all__ = [
-    "HybridMemError",
-    "ValidationError",
-    "FilterError",
-    "NotFoundError",
-    "StoreError",
-    "EmbedderMismatchError",
     "EmbedderError",
+    "EmbedderMismatchError",
+    "FilterError",
+    "HybridMemError",
     "IngestError",
     "LLMError",
+    "NotFoundError",
+    "StoreError",
+    "ValidationError",
 ]
 
 
 class HybridMemError(Exception):
     """Root of every error hybridmem raises on purpose."""
 
-    #: exit code used by the CLI; HTTP status used by the server
+    #: exit code used by the CLI
     exit_code = 1
+    #: HTTP status, JSON error ``type`` and extra response headers used by the server
     http_status = 500
+    error_type = "hybrid_mem_error"
+    http_headers: tuple[tuple[str, str], ...] = ()
 
 
 class ValidationError(HybridMemError, ValueError):
@@ -40,6 +47,7 @@ class ValidationError(HybridMemError, ValueError):
 
     exit_code = 2
     http_status = 422
+    error_type = "validation_error"
 
     def __init__(self, message: str, field: str | None = None) -> None:
         self.field = field
@@ -49,6 +57,8 @@ class ValidationError(HybridMemError, ValueError):
 class FilterError(ValidationError):
     """A metadata filter uses an unknown key or operator, or is malformed."""
 
+    error_type = "filter_error"
+
     def __init__(self, message: str) -> None:
         super().__init__(message, field="metadata_filter")
 
@@ -56,11 +66,13 @@ class FilterError(ValidationError):
 class NotFoundError(HybridMemError, LookupError):
     exit_code = 3
     http_status = 404
+    error_type = "not_found"
 
 
 class StoreError(HybridMemError):
     exit_code = 4
     http_status = 500
+    error_type = "store_error"
 
 
 class EmbedderMismatchError(StoreError):
@@ -68,6 +80,7 @@ class EmbedderMismatchError(StoreError):
 
     exit_code = 5
     http_status = 409
+    error_type = "embedder_mismatch"
 
     def __init__(self, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
         self.stored, self.stored_dim, self.given, self.given_dim = stored, stored_dim, given, given_dim
@@ -81,11 +94,13 @@ class EmbedderMismatchError(StoreError):
 class EmbedderError(HybridMemError):
     exit_code = 6
     http_status = 502
+    error_type = "embedder_error"
 
 
 class IngestError(HybridMemError):
     exit_code = 7
     http_status = 422
+    error_type = "ingest_error"
 
 
 class LLMError(HybridMemError):
@@ -94,6 +109,7 @@ class LLMError(HybridMemError):
 
     exit_code = 8
     http_status = 502
+    error_type = "llm_error"
 
     def __init__(self, message: str, usage: object | None = None) -> None:
         super().__init__(message)

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -62,7 +62,7 @@ def _counts(store: Any, ns: str) -> dict[str, int]:
 def _copy_documents(src: Any, dst: Any, ns: str, progress: Callable[[int], None] | None) -> dict[int, int]:
     """Documents, chunks and vectors; returns source chunk rowid -> destination rowid."""
     rowmap: dict[int, int] = {}
-    batch: list[tuple[PreparedDocument, list[tuple]]] = []
+    batch: list[tuple[PreparedDocument, list[tuple[Any, ...]]]] = []
 
     def flush() -> None:
         if not batch:
@@ -99,7 +99,7 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
     through the portable SQL both stores speak (``?`` placeholders, ``snapshot``/``_tx``)."""
     if not src.has_graph(ns):
         return
-    src_ns = src._ns_id(ns)
+    src_ns = src.namespace_id(ns)
     with src.snapshot() as r:
         ents = r.execute("SELECT id, key, name, type, description, prov_hash, stale FROM graph_entities "
                          "WHERE ns_id=? ORDER BY id", (src_ns,)).fetchall()
@@ -116,7 +116,7 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
                           (src_ns,)).fetchall()
         state = r.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (src_ns,)).fetchone()
     with dst._wlock, dst._tx() as w:
-        dst_ns = dst._ns_id(ns, w)
+        dst_ns = dst.namespace_id(ns, w)
         emap: dict[int, int] = {}
         for eid, key, name, typ, desc, ph, stale in ents:
             w.execute("INSERT INTO graph_entities (ns_id, key, name, type, description, prov_hash, stale) "
@@ -145,7 +145,7 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
 def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, float]]:
     """Exact top-k (rowid, cosine similarity)."""
     if hasattr(store, "search_dense"):
-        return store.search_dense(ns, q, None, k, exact=True)
+        return cast(list[tuple[int, float]], store.search_dense(ns, q, None, k, exact=True))
     _, rowids, m = store.load_vectors(ns)
     if not len(rowids):
         return []
@@ -226,7 +226,9 @@ def migrate(source: str, destination: str, *, namespaces: list[str] | None = Non
         if name:
             dst.set_embedder(name, dim, reset_vectors=False)
         for ns in names:
-            rowmap = _copy_documents(src, dst, ns, (lambda n, ns=ns: progress(ns, n)) if progress else None)
+            # (the cast: mypy cannot infer a lambda with a default argument here)
+            rowmap = _copy_documents(src, dst, ns, cast("Callable[[int], None]", lambda n, ns=ns: progress(ns, n))
+                                     if progress else None)
             _copy_graph(src, dst, ns, rowmap)
             report.namespaces[ns] = _counts(dst, ns)
             if verify_queries:

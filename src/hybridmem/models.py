@@ -3,36 +3,69 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from . import config
 
 __all__ = [
-    "HybridParams",
-    "QueryRequest",
-    "QueryResult",
-    "QueryResponse",
-    "LegReport",
-    "Document",
-    "Stats",
-    "IngestReport",
-    "Mode",
-    "RerankerChoice",
-    "LLMCall",
-    "Usage",
-    "Citation",
+    "MODES",
     "Answer",
+    "AnswerRequest",
+    "Citation",
+    "Document",
+    "HybridParams",
+    "IngestReport",
+    "LLMCall",
+    "LegReport",
+    "Mode",
+    "Namespace",
+    "QueryRequest",
+    "QueryResponse",
+    "QueryResult",
+    "Question",
+    "RequestModel",
+    "RerankerChoice",
+    "Stats",
+    "Usage",
 ]
 
 #: ``rerank`` = hybrid retrieval, then the fused candidates reordered by a reranker; ``graph`` = the
 #: local graph leg alone (entities named in the query → neighbourhood → chunks; needs `graph build`)
 Mode = Literal["bm25", "vector", "hybrid", "rerank", "graph"]
+#: the query modes, in their canonical order (the eval runs and charts them in this order)
+MODES: tuple[Mode, ...] = get_args(Mode)
 #: which reranker a request asks for: ``auto`` (the LLM when one is configured, else the offline
 #: identifier reranker), ``llm`` (falls back to ``identifier`` with a note when no LLM is
 #: configured) or ``identifier``
 RerankerChoice = Literal["auto", "llm", "identifier"]
+
+# request fields used by more than one request model, each declared once (the default is given
+# where the field is used, so that each model keeps its own field order: pydantic validates, and so
+# names the first problem, in that order)
+#: a namespace name; None = the default one
+Namespace = Annotated[str | None, Field(min_length=1, max_length=128)]
+#: a question in natural language
+Question = Annotated[str, Field(min_length=1, max_length=config.MAX_QUERY_CHARS)]
+#: how many results (or context chunks) to return
+TopK = Annotated[int, Field(ge=1, le=config.MAX_TOP_K)]
+#: a metadata filter (``{"environment": "production", "severity": {"$gte": 3}}``); {} = none
+MetadataFilter = Annotated[dict[str, Any], Field(default_factory=dict)]
+QueryId = Annotated[str, Field(max_length=256)]
+
+
+class RequestModel(BaseModel):
+    """Base of the request models: unknown fields are rejected, so a typo never silently does nothing."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class HybridParams(BaseModel):
@@ -49,19 +82,18 @@ class HybridParams(BaseModel):
     graph_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
 
 
-class QueryRequest(BaseModel):
+class QueryRequest(RequestModel):
     """What an agent sends. Unknown fields are rejected so a typo never silently does nothing."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    query_id: str = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}", max_length=256)
+    query_id: QueryId = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}")
     search_text: str = Field(..., max_length=config.MAX_QUERY_CHARS)
-    top_k: int = Field(config.DEFAULT_TOP_K, ge=1, le=config.MAX_TOP_K)
-    hybrid_params: HybridParams = Field(default_factory=HybridParams)
-    metadata_filter: dict[str, Any] = Field(default_factory=dict)
+    top_k: TopK = config.DEFAULT_TOP_K
+    # without the pydantic mypy plugin, mypy misses the positional Field defaults of HybridParams
+    hybrid_params: HybridParams = Field(default_factory=HybridParams)  # type: ignore[arg-type]
+    metadata_filter: MetadataFilter
     mode: Mode = "hybrid"
     fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K)
-    namespace: str | None = Field(None, min_length=1, max_length=128)
+    namespace: Namespace = None
     #: rerank the fused candidates of ``mode`` (``mode: "rerank"`` is hybrid + ``rerank: true``)
     rerank: bool = False
     #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
@@ -77,7 +109,7 @@ class QueryRequest(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _weights(self) -> "QueryRequest":
+    def _weights(self) -> QueryRequest:
         hp = self.hybrid_params
         if self.mode in ("hybrid", "rerank") and hp.dense_weight == 0 and hp.sparse_weight == 0:
             raise ValueError("hybrid_params: dense_weight and sparse_weight cannot both be 0")
@@ -94,6 +126,18 @@ class QueryRequest(BaseModel):
     @property
     def wants_rerank(self) -> bool:
         return self.rerank or self.mode == "rerank"
+
+
+class AnswerRequest(RequestModel):
+    """A question to answer from the memory, with citations (``[chunk_id]``)."""
+
+    question: Question
+    top_k: TopK = Field(5, description="Chunks retrieved as the context.")
+    metadata_filter: MetadataFilter
+    rerank: bool = Field(True, description="Rerank the fused candidates before answering.")
+    reranker: RerankerChoice | None = None
+    namespace: Namespace = None
+    query_id: QueryId | None = None
 
 
 class QueryResult(BaseModel):
@@ -161,7 +205,7 @@ class Usage(BaseModel):
         self.latency_ms = round(self.latency_ms + call.latency_ms, 3)
         self.per_call.append(call)
 
-    def merge(self, other: "Usage | None") -> "Usage":
+    def merge(self, other: Usage | None) -> Usage:
         for call in other.per_call if other is not None else ():
             self.record(call)
         return self
@@ -187,7 +231,7 @@ class QueryResponse(BaseModel):
     usage: Usage | None = None
 
     @model_validator(mode="after")
-    def _count(self) -> "QueryResponse":
+    def _count(self) -> QueryResponse:
         self.total_retrieved = len(self.results)
         return self
 
@@ -243,7 +287,7 @@ class IngestReport(BaseModel):
     vectors_reused: int = 0
     pending_vectors: int = 0
 
-    def merge(self, other: "IngestReport") -> None:
+    def merge(self, other: IngestReport) -> None:
         self.added += other.added
         self.updated += other.updated
         self.unchanged += other.unchanged

@@ -64,7 +64,8 @@ def repair_ids(answer: Sequence[Any], docs: Sequence[str], candidates: Sequence[
     appended in their given (fused) order; an empty list therefore keeps the given order.
     ``repair_ids(['c', 'zzz', 'c', 'a'], ['a', 'b', 'c'], [0, 1, 2]) == [2, 0, 1]``.
     """
-    pos = {}
+    pos: dict[str, int] = {}
+    p: int | None  # a candidate, then the candidate an answer id names (if any)
     for p in candidates:
         pos.setdefault(str(docs[p]), p)
     out: dict[int, None] = {}

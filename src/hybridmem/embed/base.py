@@ -1,15 +1,16 @@
-"""The Embedder protocol, the spec-string registry, and shared helpers."""
+"""The Embedder protocol and the shared provider base; specs are mapped to providers by
+:mod:`hybridmem.embed.registry`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 
-from ..errors import EmbedderError, ValidationError
+from ..errors import EmbedderError
 
-__all__ = ["Embedder", "BaseEmbedder", "create_embedder", "normalize_rows"]
+__all__ = ["BaseEmbedder", "Embedder", "normalize_rows"]
 
 
 @runtime_checkable
@@ -39,7 +40,7 @@ def normalize_rows(matrix: np.ndarray) -> np.ndarray:
         return m / n if n > 0 else m
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return m / norms
+    return cast(np.ndarray, m / norms)
 
 
 class BaseEmbedder:
@@ -73,53 +74,7 @@ class BaseEmbedder:
         return np.vstack(parts)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._checked(self._embed([text], is_query=True), 1)[0]
+        return cast(np.ndarray, self._checked(self._embed([text], is_query=True), 1)[0])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} dim={self.dim}>"
-
-
-def create_embedder(spec: str | Embedder | None) -> Embedder:
-    """Build an embedder from a spec string.
-
-    ``e5`` (default, bundled multilingual-e5-small 4-bit), ``use`` (bundled multilingual USE v3),
-    ``st:NAME_OR_PATH`` (sentence-transformers extra), ``openai:MODEL`` (any OpenAI-compatible
-    ``/v1/embeddings``; ``HYBRIDMEM_OPENAI_BASE_URL`` / ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``),
-    ``hash`` / ``hash:DIM`` (deterministic test embedder, no semantics).
-    """
-    if spec is None:
-        spec = "e5"
-    if not isinstance(spec, str):
-        if isinstance(spec, Embedder):
-            return spec
-        raise ValidationError(f"not an embedder: {spec!r}", field="embedder")
-    kind, _, arg = spec.strip().partition(":")
-    kind = kind.lower()
-    if kind == "e5":
-        from .e5 import E5Embedder
-
-        return E5Embedder(variant=arg or "original")
-    if kind == "use":
-        from .use import USEEmbedder
-
-        return USEEmbedder()
-    if kind == "st":
-        if not arg:
-            raise ValidationError("st: needs a model name or path, e.g. st:all-MiniLM-L6-v2", field="embedder")
-        from .sentence_transformers import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(arg)
-    if kind == "openai":
-        if not arg:
-            raise ValidationError("openai: needs a model, e.g. openai:nomic-embed-text", field="embedder")
-        from .openai import OpenAIEmbedder
-
-        return OpenAIEmbedder(arg)
-    if kind == "hash":
-        from .hashing import HashEmbedder
-
-        return HashEmbedder(dim=int(arg) if arg else 256)
-    raise ValidationError(
-        f"unknown embedder {spec!r}; use e5, use, st:NAME_OR_PATH, openai:MODEL or hash[:DIM]",
-        field="embedder",
-    )

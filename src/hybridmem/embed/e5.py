@@ -8,7 +8,15 @@ import numpy as np
 
 from .base import BaseEmbedder
 
-__all__ = ["E5Embedder"]
+__all__ = ["E5_NAME", "E5Embedder", "e5_name"]
+
+#: the name the default variant records in a store
+E5_NAME = "e5:multilingual-e5-small-q4"
+
+
+def e5_name(variant: str = "original") -> str:
+    """The recorded name of a variant, known without loading the model."""
+    return E5_NAME + ("" if variant == "original" else f"-{variant}")
 
 
 class E5Embedder(BaseEmbedder):
@@ -22,11 +30,11 @@ class E5Embedder(BaseEmbedder):
         self._model = E5(variant=variant, num_threads=threads or min(2, os.cpu_count() or 1))
         self.variant = variant
         self.dim = int(self._model.dim)
-        self.name = "e5:multilingual-e5-small-q4" + ("" if variant == "original" else f"-{variant}")
+        self.name = e5_name(variant)
 
     def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
         out = self._model.encode(texts, is_query)
         return np.atleast_2d(out)
 
     def token_count(self, text: str) -> int:
-        return self._model.token_count(text)
+        return int(self._model.token_count(text))

@@ -8,7 +8,14 @@ import numpy as np
 
 from .base import BaseEmbedder
 
-__all__ = ["HashEmbedder"]
+__all__ = ["DEFAULT_DIM", "HashEmbedder", "hash_name"]
+
+DEFAULT_DIM = 256
+
+
+def hash_name(dim: int = DEFAULT_DIM) -> str:
+    """The recorded name of a ``hash:DIM`` embedder."""
+    return f"hash:{int(dim)}"
 
 
 class HashEmbedder(BaseEmbedder):
@@ -16,9 +23,9 @@ class HashEmbedder(BaseEmbedder):
 
     batch_size = 256
 
-    def __init__(self, dim: int = 256) -> None:
+    def __init__(self, dim: int = DEFAULT_DIM) -> None:
         self.dim = int(dim)
-        self.name = f"hash:{self.dim}"
+        self.name = hash_name(self.dim)
 
     def _vector(self, text: str) -> np.ndarray:
         v = np.zeros(self.dim, dtype=np.float32)

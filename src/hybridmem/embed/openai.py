@@ -3,24 +3,19 @@ LM Studio), standard library only."""
 
 from __future__ import annotations
 
-import http.client
 import json
+import math
 import os
-import random
-import socket
-import ssl
-import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 import numpy as np
 
 from ..errors import EmbedderError, ValidationError
-from ..httputil import error_message, retry_after
+from ..httputil import post
+from ..retry import RetryPolicy, call_with_retry
 from .base import BaseEmbedder
 
-__all__ = ["OpenAIEmbedder", "DEFAULT_BASE_URL"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAIEmbedder"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROBE_TEXT = "dimension probe"
@@ -29,14 +24,6 @@ MAX_RETRY_DELAY = 60.0
 # 408 is a server-side timeout; every other 4xx means the request itself is wrong.
 _RETRYABLE_STATUS = frozenset({408, 429})
 _USER_AGENT = "hybridmem-openai-embedder"
-
-
-class _Retryable(Exception):
-    """Internal: a transient failure; ``delay`` is the server's Retry-After, if it sent one."""
-
-    def __init__(self, message: str, delay: float | None = None) -> None:
-        super().__init__(message)
-        self.delay = delay
 
 
 class OpenAIEmbedder(BaseEmbedder):
@@ -103,7 +90,7 @@ class OpenAIEmbedder(BaseEmbedder):
     # --- dim: lazy, so constructing an embedder never touches the network -----------------------
 
     @property
-    def dim(self) -> int:  # type: ignore[override]
+    def dim(self) -> int:
         if self._dim is None:
             vectors = self._request([PROBE_TEXT])
             self._dim = int(vectors.shape[1])
@@ -130,60 +117,25 @@ class OpenAIEmbedder(BaseEmbedder):
 
     # --- HTTP -----------------------------------------------------------------------------------
 
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """``max_retries`` retries after the first request, no overall time budget; the backoff
+        doubles from ``backoff`` with up to ``backoff`` of jitter added, every wait (a server's
+        ``Retry-After`` included) capped at ``MAX_RETRY_DELAY``."""
+        return RetryPolicy(max_attempts=self.max_retries + 1, backoff=self.backoff, max_backoff=MAX_RETRY_DELAY,
+                           max_retry_after=MAX_RETRY_DELAY, total_timeout=math.inf, jitter="added")
+
     def _request(self, texts: list[str]) -> np.ndarray:
         body = json.dumps({"model": self.model, "input": texts, "encoding_format": "float"}).encode("utf-8")
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "User-Agent": _USER_AGENT,
-        }
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
-        attempts = self.max_retries + 1
-        last: _Retryable | None = None
-        for attempt in range(attempts):
-            if attempt:
-                time.sleep(self._delay(attempt, last.delay if last else None))
-            try:
-                raw = self._post(body, headers)
-            except _Retryable as exc:
-                last = exc
-                continue
-            return self._parse(raw, len(texts))
-        raise EmbedderError(f"{self.name}: {self.endpoint} failed after {attempts} attempt(s): {last}")
+        def attempt(timeout: float) -> bytes:
+            return post(self.endpoint, body, headers, timeout, what=self.name, error=EmbedderError,
+                        retry_status=_RETRYABLE_STATUS, user_agent=_USER_AGENT)
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, MAX_RETRY_DELAY)
-        # Exponential backoff with jitter, so parallel clients do not retry in lockstep.
-        base = self.backoff * (2 ** (attempt - 1))
-        return min(base + random.uniform(0, self.backoff), MAX_RETRY_DELAY)
-
-    def _post(self, body: bytes, headers: dict[str, str]) -> bytes:
-        req = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return resp.read()
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-            detail = error_message(exc)
-            if status in _RETRYABLE_STATUS or status >= 500:
-                raise _Retryable(f"HTTP {status}: {detail}", retry_after(exc.headers)) from None
-            raise EmbedderError(f"{self.name}: {self.endpoint} returned HTTP {status}: {detail}") from None
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, ssl.SSLCertVerificationError):
-                # A bad certificate will not fix itself between attempts.
-                raise EmbedderError(
-                    f"{self.name}: TLS certificate check failed for {self.endpoint}: {exc.reason}"
-                ) from None
-            # DNS failure, refused connection, timeout while connecting: all worth another try.
-            raise _Retryable(f"connection error: {exc.reason}") from None
-        except (TimeoutError, socket.timeout):
-            raise _Retryable(f"timed out after {self.timeout:g}s") from None
-        except (ConnectionError, http.client.HTTPException) as exc:
-            # Server closed the connection mid-response (e.g. RemoteDisconnected, IncompleteRead).
-            raise _Retryable(f"connection error: {type(exc).__name__}: {exc}") from None
+        raw = call_with_retry(attempt, self.retry_policy, timeout=self.timeout,
+                              what=f"{self.name}: {self.endpoint}", error=EmbedderError)
+        return self._parse(raw, len(texts))
 
     def _parse(self, raw: bytes, n: int) -> np.ndarray:
         try:

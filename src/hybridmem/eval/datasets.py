@@ -18,7 +18,7 @@ from typing import Any
 from .. import config
 from ..errors import NotFoundError, ValidationError
 
-__all__ = ["Dataset", "load_dataset", "DEMO"]
+__all__ = ["DEMO", "Dataset", "load_dataset"]
 
 DEMO = "demo"
 
@@ -38,7 +38,7 @@ class Dataset:
     splits: tuple[str, ...] = ()
     fingerprint: str = ""
 
-    def subset(self, qids: list[str], split: str) -> "Dataset":
+    def subset(self, qids: list[str], split: str) -> Dataset:
         """The same corpus with only ``qids`` as queries (for tune / report halves)."""
         return Dataset(self.name, self.path, split, self.docs, {q: self.queries[q] for q in qids},
                        {q: self.qrels[q] for q in qids}, {q: c for q, c in self.categories.items() if q in qids},

@@ -17,29 +17,32 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from .. import __version__, config
-from ..embed import create_embedder
+from ..embed import create_embedder, embedder_name
 from ..embed.cache import CachedEmbedder
 from ..errors import ValidationError
-from ..memory import Memory, embedder_name
-from ..text.tokenize import TOKENIZER_VERSION
+from ..ingest import TOKENIZER_VERSION
+from ..memory import Memory
+from ..models import MODES
 from .datasets import Dataset
 from .metrics import METRICS, means_by_category, paired_test, per_query, recall_curve
 from .references import references_for, targets_for
 
-__all__ = ["EvalConfig", "ALL_MODES", "parse_sweep", "run_eval", "open_index"]
+__all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 
-ALL_MODES = ("bm25", "vector", "hybrid", "rerank", "graph")
+#: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
+ALL_MODES = MODES
+#: the single-leg modes hybrid is compared with
+SINGLE_LEGS = ("bm25", "vector")
 #: hybrid with the graph leg fused in, evaluated alongside ``graph`` (the weight that did best on
 #: HotpotQA in docs/graphrag.md; the default weight is 0)
 HYBRID_GRAPH = ("hybrid+graph", {"graph_weight": 0.5})
-SEARCH_MODES = ("bm25", "vector", "hybrid", "rerank", "graph")
 CURVE_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
 #: bump when the index a dataset builds would differ for the same corpus and embedder
 INDEX_FORMAT = 1
@@ -52,7 +55,7 @@ Progress = Callable[[str, int | None], Callable[[int], None]]
 
 @dataclass
 class EvalConfig:
-    modes: Sequence[str] = SEARCH_MODES
+    modes: Sequence[str] = MODES
     embedder: str = config.DEFAULT_EMBEDDER
     top_k: int = 10
     depth: int = 100
@@ -93,7 +96,8 @@ def index_key(ds: Dataset, embedder: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool, progress: Progress | None = None) -> tuple[Memory, dict]:
+def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool,
+               progress: Progress | None = None) -> tuple[Memory, dict[str, Any]]:
     """The dataset's memory, from the cache when corpus, chunking and embedder are unchanged."""
     cache = Path(cfg.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
@@ -134,11 +138,11 @@ def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool, progress: Progr
 
 
 # ---------------------------------------------------------------------------------------- running
-def _doc_ranking(resp) -> list[str]:
+def _doc_ranking(resp: Any) -> list[str]:
     return list(dict.fromkeys(r.doc_id for r in resp.results))
 
 
-def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict | None = None,
+def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict[str, Any] | None = None,
               tick: Callable[[int], None] | None = None, depth: bool = True) -> dict[str, Any]:
     scores: dict[str, dict[str, float]] = {}
     curves: list[list[float]] = []
@@ -191,7 +195,7 @@ def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict
 def _warm_query_vectors(mem: Memory, ds: Dataset, progress: Progress | None) -> dict[str, float] | None:
     """Embed every query once before any mode is timed, so no mode pays the model and the others
     not; the model's own cost (cache misses only) is reported apart."""
-    emb = mem.embedder
+    emb: Any = mem.embedder  # counts its cache misses when it is a CachedEmbedder
     tick = progress("embedding queries", len(ds.queries)) if progress else None
     model_ms = []
     for text in ds.queries.values():
@@ -216,9 +220,9 @@ def _graph_line(rep: Any) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {data[k]}" for k in keys if k in data) or type(rep).__name__
 
 
-def _compare(modes: dict[str, dict], metric: str, seed: int) -> list[dict]:
-    out = []
-    singles = [m for m in ("bm25", "vector") if modes.get(m, {}).get("status") == "ok"]
+def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    singles = [m for m in SINGLE_LEGS if modes.get(m, {}).get("status") == "ok"]
     if modes.get("hybrid", {}).get("status") != "ok" or not singles:
         return out
     best = max(singles, key=lambda m: modes[m]["metrics"]["all"][metric])
@@ -241,8 +245,8 @@ def _compare(modes: dict[str, dict], metric: str, seed: int) -> list[dict]:
     return out
 
 
-def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict]) -> list[dict]:
-    out = []
+def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     ok = {m: r for m, r in modes.items() if r.get("status") == "ok"}
     for t in targets_for(ds.name, ds.split, embedder_name(cfg.embedder)):
         if t["mode"] not in ok:
@@ -253,8 +257,8 @@ def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict]) -> list[dict]
         if not row["met"]:
             row["why"] = _why(ok, t["metric"])
         out.append(row)
-    if "hybrid" in ok and any(m in ok for m in ("bm25", "vector")):
-        best = max((m for m in ("bm25", "vector") if m in ok), key=lambda m: ok[m]["metrics"]["all"][cfg.metric])
+    if "hybrid" in ok and any(m in ok for m in SINGLE_LEGS):
+        best = max((m for m in SINGLE_LEGS if m in ok), key=lambda m: ok[m]["metrics"]["all"][cfg.metric])
         h, b = ok["hybrid"]["metrics"]["all"][cfg.metric], ok[best]["metrics"]["all"][cfg.metric]
         row = {"mode": "hybrid", "metric": cfg.metric, "target": round(b, 4), "measured": round(h, 4),
                "met": h >= b - 1e-9, "gap": round(h - b, 4), "label": f"hybrid ≥ best single leg ({best})"}
@@ -264,10 +268,10 @@ def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict]) -> list[dict]
     return out
 
 
-def _why(ok: dict[str, dict], metric: str) -> str:
-    legs = {m: ok[m]["metrics"]["all"][metric] for m in ("bm25", "vector") if m in ok}
+def _why(ok: dict[str, dict[str, Any]], metric: str) -> str:
+    legs = {m: ok[m]["metrics"]["all"][metric] for m in SINGLE_LEGS if m in ok}
     if len(legs) == 2:
-        weak, strong = sorted(legs, key=legs.get)
+        weak, strong = sorted(legs, key=cast("Callable[[str], float]", legs.get))  # every key is in legs
         gap = legs[strong] - legs[weak]
         if gap > 0.05:
             return (f"the {weak} leg ({legs[weak]:.3f}) is {gap:.3f} below {strong} ({legs[strong]:.3f}): "
@@ -304,11 +308,11 @@ def _sweep(mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Data
     total = len(settings) * (len(tune.queries) + len(report.queries))
     tick = progress("sweep", total) if progress else None
 
-    def score(d: Dataset, params: dict) -> dict[str, float]:
+    def score(d: Dataset, params: dict[str, Any]) -> dict[str, float]:
         r = _run_mode(mem, d, "hybrid", cfg, params=params, tick=tick, depth=False)
         return {cat: round(v[cfg.metric], 4) for cat, v in r["metrics"].items()}
 
-    grid = []
+    grid: list[dict[str, Any]] = []
     for p in settings:
         grid.append({"params": {k: p[k] for k in keys}, "full_params": p, "classic": p == CLASSIC,
                      "tune": score(tune, p), "report": score(report, p)})
@@ -333,13 +337,7 @@ def _sweep(mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Data
 def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Dataset] | None = None,
              progress: Progress | None = None) -> dict[str, Any]:
     """Evaluate ``cfg.modes`` on ``ds``; returns the results dict the report writes."""
-    unknown = [m for m in cfg.modes if m not in ALL_MODES]
-    if unknown:
-        raise ValidationError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(ALL_MODES)}", field="modes")
-    if cfg.metric not in METRICS:
-        raise ValidationError(f"unknown metric {cfg.metric!r}; known: {', '.join(METRICS)}", field="metric")
-    if not 1 <= cfg.top_k <= config.MAX_TOP_K:
-        raise ValidationError(f"top_k must be 1..{config.MAX_TOP_K}", field="top_k")
+    _check_config(cfg)
     started, t0 = _now(), time.perf_counter()
     if cfg.limit:
         ds = ds.subset(list(ds.queries)[: cfg.limit], ds.split)
@@ -351,45 +349,11 @@ def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Datase
             qemb = _warm_query_vectors(mem, ds, progress)
             if qemb:
                 index["query_embed_ms"] = qemb
-        modes: dict[str, dict] = {}
-        for mode in cfg.modes:
-            if mode == "graph":
-                t = time.perf_counter()
-                try:
-                    rep = mem.graph.update()  # offline extraction + Leiden + summaries; a no-op when fresh
-                except Exception as e:  # noqa: BLE001 - reported, never fatal for the other modes
-                    modes[mode] = {"status": "skipped", "note": f"skipped: graph build failed: {e}"}
-                    continue
-                notes.append(f"graph: built or refreshed offline in {time.perf_counter() - t:.1f} s ({_graph_line(rep)})")
-                tick = progress("graph queries", 2 * len(ds.queries)) if progress else None
-                modes["graph"] = _run_mode(mem, ds, "graph", cfg, tick=tick)
-                label, params = HYBRID_GRAPH
-                modes[label] = _run_mode(mem, ds, "hybrid", cfg, params=params, tick=tick)
-                continue
-            tick = progress(f"{mode} queries", len(ds.queries)) if progress else None
-            modes[mode] = _run_mode(mem, ds, mode, cfg, tick=tick)
-            if mode == "rerank":
-                used = ", ".join(f"{name} (applied to {n} of {len(ds.queries)} queries)"
-                                 for name, n in modes[mode].get("rerankers", {}).items()) or "none"
-                notes.append(f"rerank: hybrid candidates reordered by {used}")
-                notes += [f"rerank: {note} ({n} queries)" for note, n in modes[mode].get("rerank_notes", {}).items()]
-            if modes[mode].get("leg_failures"):
-                notes.append(f"{mode}: leg failures during the run {modes[mode]['leg_failures']}")
+        modes = _run_modes(mem, ds, cfg, progress, notes)
         sweep = _sweep(mem, ds, cfg, load_split or (lambda s: ds), progress) if cfg.sweep else None
     finally:
         mem.close()
-    if index["cached"]:
-        notes.append(f"index reused from the cache ({index['path']}); built earlier")
-    if index.get("embedded_now"):
-        notes.append(f"embedded {index['embedded_now']} chunks in {index['embed_s']} s "
-                     f"({index['cached_vectors']} vectors came from the embedding cache)")
-    notes.append("latency is the wall time of Memory.search at top_k; query vectors were embedded before "
-                 "timing and come from the embedding cache, so it excludes the model's query embedding cost"
-                 + (f" (measured on this run: p50 {index['query_embed_ms']['p50']} ms, p95 "
-                    f"{index['query_embed_ms']['p95']} ms over {index['query_embed_ms']['queries']} queries)"
-                    if index.get("query_embed_ms") else ""))
-    if cfg.limit:
-        notes.append(f"only the first {cfg.limit} queries were evaluated (--limit): not a publishable number")
+    notes += _index_notes(index, cfg)
     results: dict[str, Any] = {
         "dataset": {"name": ds.name, "path": ds.path, "split": ds.split, "docs": len(ds.docs),
                     "chunks": index.get("chunks"), "queries": len(ds.queries),
@@ -413,6 +377,64 @@ def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Datase
     return results
 
 
+def _check_config(cfg: EvalConfig) -> None:
+    unknown = [m for m in cfg.modes if m not in ALL_MODES]
+    if unknown:
+        raise ValidationError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(ALL_MODES)}", field="modes")
+    if cfg.metric not in METRICS:
+        raise ValidationError(f"unknown metric {cfg.metric!r}; known: {', '.join(METRICS)}", field="metric")
+    if not 1 <= cfg.top_k <= config.MAX_TOP_K:
+        raise ValidationError(f"top_k must be 1..{config.MAX_TOP_K}", field="top_k")
+
+
+def _run_modes(mem: Memory, ds: Dataset, cfg: EvalConfig, progress: Progress | None,
+               notes: list[str]) -> dict[str, dict[str, Any]]:
+    """Every mode of ``cfg.modes``, in order (``graph`` also runs hybrid + graph leg); what a reader
+    should know about a run is appended to ``notes``."""
+    modes: dict[str, dict[str, Any]] = {}
+    for mode in cfg.modes:
+        if mode == "graph":
+            t = time.perf_counter()
+            try:
+                rep = mem.graph.update()  # offline extraction + Leiden + summaries; a no-op when fresh
+            except Exception as e:  # noqa: BLE001 - reported, never fatal for the other modes
+                modes[mode] = {"status": "skipped", "note": f"skipped: graph build failed: {e}"}
+                continue
+            notes.append(f"graph: built or refreshed offline in {time.perf_counter() - t:.1f} s ({_graph_line(rep)})")
+            tick = progress("graph queries", 2 * len(ds.queries)) if progress else None
+            modes["graph"] = _run_mode(mem, ds, "graph", cfg, tick=tick)
+            label, params = HYBRID_GRAPH
+            modes[label] = _run_mode(mem, ds, "hybrid", cfg, params=params, tick=tick)
+            continue
+        tick = progress(f"{mode} queries", len(ds.queries)) if progress else None
+        modes[mode] = _run_mode(mem, ds, mode, cfg, tick=tick)
+        if mode == "rerank":
+            used = ", ".join(f"{name} (applied to {n} of {len(ds.queries)} queries)"
+                             for name, n in modes[mode].get("rerankers", {}).items()) or "none"
+            notes.append(f"rerank: hybrid candidates reordered by {used}")
+            notes += [f"rerank: {note} ({n} queries)" for note, n in modes[mode].get("rerank_notes", {}).items()]
+        if modes[mode].get("leg_failures"):
+            notes.append(f"{mode}: leg failures during the run {modes[mode]['leg_failures']}")
+    return modes
+
+
+def _index_notes(index: dict[str, Any], cfg: EvalConfig) -> list[str]:
+    notes = []
+    if index["cached"]:
+        notes.append(f"index reused from the cache ({index['path']}); built earlier")
+    if index.get("embedded_now"):
+        notes.append(f"embedded {index['embedded_now']} chunks in {index['embed_s']} s "
+                     f"({index['cached_vectors']} vectors came from the embedding cache)")
+    notes.append("latency is the wall time of Memory.search at top_k; query vectors were embedded before "
+                 "timing and come from the embedding cache, so it excludes the model's query embedding cost"
+                 + (f" (measured on this run: p50 {index['query_embed_ms']['p50']} ms, p95 "
+                    f"{index['query_embed_ms']['p95']} ms over {index['query_embed_ms']['queries']} queries)"
+                    if index.get("query_embed_ms") else ""))
+    if cfg.limit:
+        notes.append(f"only the first {cfg.limit} queries were evaluated (--limit): not a publishable number")
+    return notes
+
+
 def _category_counts(ds: Dataset) -> dict[str, int]:
     counts = {"all": len(ds.queries)}
     for q in ds.queries:
@@ -423,4 +445,4 @@ def _category_counts(ds: Dataset) -> dict[str, int]:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-__all__ = ["CUTOFFS", "METRICS", "per_query", "recall_curve", "means_by_category", "paired_test"]
+__all__ = ["CUTOFFS", "METRICS", "means_by_category", "paired_test", "per_query", "recall_curve"]
 
 CUTOFFS = (1, 5, 10, 100)
 METRICS = ("mrr@10", "ndcg@10", *(f"recall@{k}" for k in CUTOFFS))
@@ -75,7 +76,7 @@ def means_by_category(
     return out
 
 
-def paired_test(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, seed: int = 0) -> dict:
+def paired_test(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000, seed: int = 0) -> dict[str, Any]:
     """Is mean(a) − mean(b) over the same queries more than noise?
 
     Returns the mean difference, a 95% percentile bootstrap interval of it, a two-sided bootstrap

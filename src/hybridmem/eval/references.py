@@ -7,6 +7,8 @@ These are other systems' published numbers, never ours.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["references_for", "targets_for"]
 
 _README = "shared/data/README.md"
@@ -40,13 +42,13 @@ _TARGETS = {"scifact": 0.70, "piaf-fr": 0.82, "xquad-de": 0.95, "xquad-zh": 0.97
 _DEFAULT_EMBEDDER = "e5:multilingual-e5-small-q4"
 
 
-def references_for(dataset: str, split: str) -> list[dict]:
+def references_for(dataset: str, split: str) -> list[dict[str, Any]]:
     if split != "test":
         return []
     return [{"system": s, "metric": "ndcg@10", "value": v, "source": src} for s, v, src in _REFS.get(dataset, [])]
 
 
-def targets_for(dataset: str, split: str, embedder: str) -> list[dict]:
+def targets_for(dataset: str, split: str, embedder: str) -> list[dict[str, Any]]:
     if split != "test" or embedder != _DEFAULT_EMBEDDER or dataset not in _TARGETS:
         return []
     return [{"mode": "hybrid", "metric": "ndcg@10", "target": _TARGETS[dataset], "label": "issue target"}]

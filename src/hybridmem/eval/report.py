@@ -11,16 +11,18 @@ import math
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from ..models import MODES
 
 __all__ = [
     "OVERALL_COLUMNS",
-    "write_report",
-    "render_markdown",
-    "render_summary",
-    "write_summary_chart",
     "plot_metric_by_category",
     "plot_recall_curve",
+    "render_markdown",
+    "render_summary",
+    "write_report",
+    "write_summary_chart",
 ]
 
 INSTALL_HINT = "matplotlib is needed for the evaluation charts: pip install matplotlib"
@@ -36,8 +38,6 @@ OVERALL_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("latency:p50", "p50 ms", False),
     ("latency:p95", "p95 ms", False),
 )
-#: modes in this order get fixed colours, so a mode looks the same in every chart
-MODE_ORDER = ("bm25", "vector", "hybrid", "rerank", "graph")
 METRIC_LABELS = {"mrr@10": "MRR@10", "ndcg@10": "nDCG@10"}
 ALPHA = 0.05
 DPI = 120
@@ -115,20 +115,20 @@ def _bold_best(values: Sequence[Any], higher: bool = True, digits: int = 3) -> l
     return [f"**{t}**" if t != "—" and float(t) == best else t for t in texts]
 
 
-def _modes(results: Mapping) -> dict[str, Mapping]:
+def _modes(results: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     m = results.get("modes") or {}
     return m if isinstance(m, Mapping) else {}
 
 
-def _ok_modes(results: Mapping) -> dict[str, Mapping]:
+def _ok_modes(results: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {k: v for k, v in _modes(results).items() if isinstance(v, Mapping) and v.get("status") == "ok"}
 
 
-def _metric(mode: Mapping, metric: str, category: str = "all") -> Any:
+def _metric(mode: Mapping[str, Any], metric: str, category: str = "all") -> Any:
     return ((mode.get("metrics") or {}).get(category) or {}).get(metric)
 
 
-def _categories(results: Mapping) -> list[str]:
+def _categories(results: Mapping[str, Any]) -> list[str]:
     """Categories with "all" last: the dataset's own list, else whatever the modes report."""
     cats: list[str] = list(((results.get("dataset") or {}).get("categories") or {}).keys())
     for mode in _ok_modes(results).values():
@@ -138,7 +138,7 @@ def _categories(results: Mapping) -> list[str]:
     return [c for c in cats if c != "all"] + ["all"]
 
 
-def _category_count(results: Mapping, category: str) -> Any:
+def _category_count(results: Mapping[str, Any], category: str) -> Any:
     n = ((results.get("dataset") or {}).get("categories") or {}).get(category)
     if n is None:
         for mode in _ok_modes(results).values():
@@ -150,25 +150,27 @@ def _category_count(results: Mapping, category: str) -> Any:
     return n
 
 
-def _has_categories(results: Mapping) -> bool:
+def _has_categories(results: Mapping[str, Any]) -> bool:
     return len(_categories(results)) > 2  # more than one category besides "all"
 
 
 def _mode_colors(modes: Iterable[str]) -> dict[str, Any]:
+    """The modes of :data:`~hybridmem.models.MODES` get fixed colours, so a mode looks the same in every chart."""
     import matplotlib
 
-    palette = matplotlib.colormaps["tab10"].colors
-    out, extra = {}, len(MODE_ORDER)
+    palette = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # a ListedColormap, typed Colormap
+    out: dict[str, Any] = {}
+    extra = len(MODES)
     for m in modes:
-        if m in MODE_ORDER:
-            out[m] = palette[MODE_ORDER.index(m) % len(palette)]
+        if m in MODES:
+            out[m] = palette[MODES.index(m) % len(palette)]
         else:
             out[m] = palette[extra % len(palette)]
             extra += 1
     return out
 
 
-def _pyplot():
+def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -179,14 +181,14 @@ def _pyplot():
     return plt
 
 
-def _wrap(title: str, fig, fontsize: float) -> str:
+def _wrap(title: str, fig: Any, fontsize: float) -> str:
     """``title`` broken into lines that fit the figure's width (a long dataset and embedder name
     otherwise runs off both edges)."""
     width = max(30, int(fig.get_figwidth() * 72 / (fontsize * 0.58)))
     return "\n".join(textwrap.wrap(title, width)) or title
 
 
-def _title(results: Mapping) -> str:
+def _title(results: Mapping[str, Any]) -> str:
     ds = results.get("dataset") or {}
     name = ds.get("name") or "dataset"
     split = f" ({ds['split']})" if ds.get("split") else ""
@@ -205,7 +207,7 @@ def _json_default(o: Any) -> Any:
 # ----------------------------------------------------------------------------- markdown
 
 
-def _header_line(results: Mapping) -> str:
+def _header_line(results: Mapping[str, Any]) -> str:
     ds = results.get("dataset") or {}
     parts = []
     if results.get("embedder"):
@@ -240,7 +242,7 @@ def _header_line(results: Mapping) -> str:
     return line + ("\n\n_" + " · ".join(meta) + "_" if meta else "")
 
 
-def _overall_section(results: Mapping) -> list[str]:
+def _overall_section(results: Mapping[str, Any]) -> list[str]:
     ok = _ok_modes(results)
     out = ["## Overall", ""]
     if ok:
@@ -271,7 +273,7 @@ def _overall_section(results: Mapping) -> list[str]:
     return out
 
 
-def _category_section(results: Mapping) -> list[str]:
+def _category_section(results: Mapping[str, Any]) -> list[str]:
     if not _has_categories(results):
         return []
     ok = _ok_modes(results)
@@ -290,7 +292,7 @@ def _category_section(results: Mapping) -> list[str]:
     return out[:-1]
 
 
-def _verdict(comp: Mapping) -> str:
+def _verdict(comp: Mapping[str, Any]) -> str:
     p = _num(comp.get("p_randomization"))
     if p is None:
         p = _num(comp.get("p_bootstrap"))
@@ -310,7 +312,7 @@ def _verdict(comp: Mapping) -> str:
     return f"significant at {ALPHA:g}: `{better}` is better"
 
 
-def _language_section(results: Mapping) -> list[str]:
+def _language_section(results: Mapping[str, Any]) -> list[str]:
     """nDCG@10 per query language, when the harness reports more than one (``by_language``)."""
     by_lang = results.get("by_language")
     if not isinstance(by_lang, Mapping) or not by_lang:
@@ -330,7 +332,7 @@ def _language_section(results: Mapping) -> list[str]:
     return ["## nDCG@10 per language", "", _table(["language", "queries", *(f"`{m}`" for m in modes)], rows)]
 
 
-def _comparison_section(results: Mapping) -> list[str]:
+def _comparison_section(results: Mapping[str, Any]) -> list[str]:
     comps = [c for c in results.get("comparisons") or [] if isinstance(c, Mapping)]
     if not comps:
         return []
@@ -349,7 +351,7 @@ def _comparison_section(results: Mapping) -> list[str]:
                    ["l", "l", "r", "r", "r", "r", "r", "l"])]
 
 
-def _reference_section(results: Mapping) -> list[str]:
+def _reference_section(results: Mapping[str, Any]) -> list[str]:
     refs = [r for r in results.get("references") or [] if isinstance(r, Mapping)]
     if not refs:
         return []
@@ -364,7 +366,7 @@ def _reference_section(results: Mapping) -> list[str]:
                    ["l", "l", *["r"] * (1 + len(ok)), "l"])]
 
 
-def _target_section(results: Mapping) -> list[str]:
+def _target_section(results: Mapping[str, Any]) -> list[str]:
     targets = [t for t in results.get("targets") or [] if isinstance(t, Mapping)]
     if not targets:
         return []
@@ -386,11 +388,11 @@ def _target_section(results: Mapping) -> list[str]:
                    rows, [*(["l"] if labels else []), "l", "l", "r", "r", "c", "r", "l"])]
 
 
-def _params_text(params: Mapping | None) -> str:
+def _params_text(params: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (params or {}).items()) or "—"
 
 
-def _sweep_section(results: Mapping) -> list[str]:
+def _sweep_section(results: Mapping[str, Any]) -> list[str]:
     sweep = results.get("sweep")
     if not isinstance(sweep, Mapping):
         return []
@@ -407,7 +409,7 @@ def _sweep_section(results: Mapping) -> list[str]:
             cats += [c for c in (g.get(part) or {}) if c not in cats]
     cats = (["all"] if "all" in cats else []) + [c for c in cats if c != "all"]
 
-    def same(a: Mapping | None, b: Mapping | None) -> bool:
+    def same(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
         return isinstance(a, Mapping) and isinstance(b, Mapping) and a.get("params") == b.get("params")
 
     entries = list(grid)
@@ -431,8 +433,8 @@ def _sweep_section(results: Mapping) -> list[str]:
     if sweep.get("tune_queries") is not None and sweep.get("report_queries") is not None:
         counts = f" ({_int(sweep['tune_queries'])} and {_int(sweep['report_queries'])} queries)"
     out = ["## Parameter sweep", "",
-           f"{METRIC_LABELS.get(metric, metric)} per category; settings are chosen on the `{tune}` split "
-           f"and reported on the `{report}` split{counts}.", ""]
+           (f"{METRIC_LABELS.get(metric, metric)} per category; settings are chosen on the `{tune}` split "
+            f"and reported on the `{report}` split{counts}."), ""]
     if entries and len(cats) <= 3:  # tune and report side by side while the table stays narrow
         out += [table([("tune", tune), ("report", report)]), ""]
     elif entries:
@@ -446,7 +448,7 @@ def _sweep_section(results: Mapping) -> list[str]:
         r_all, b_all = (rec.get("report") or {}).get("all"), ((baseline or {}).get("report") or {}).get("all")
         if _num(r_all) is not None and _num(b_all) is not None:
             line += (f" — {report} {METRIC_LABELS.get(metric, metric)} (all) {_fmt(r_all)} vs baseline "
-                     f"{_fmt(b_all)} ({_signed(_num(r_all) - _num(b_all))})")
+                     f"{_fmt(b_all)} ({_signed(cast(float, _num(r_all)) - cast(float, _num(b_all)))})")
         out.append(line)
     else:
         base = f" ({_params_text(baseline.get('params'))})" if isinstance(baseline, Mapping) else ""
@@ -454,14 +456,14 @@ def _sweep_section(results: Mapping) -> list[str]:
     return out
 
 
-def _notes_section(results: Mapping) -> list[str]:
+def _notes_section(results: Mapping[str, Any]) -> list[str]:
     notes = results.get("notes") or []
     if isinstance(notes, str):
         notes = [notes]
     return ["## Notes", "", *(f"- {n}" for n in notes)] if notes else []
 
 
-def render_markdown(results: Mapping, *, charts: bool = True) -> str:
+def render_markdown(results: Mapping[str, Any], *, charts: bool = True) -> str:
     """The report as markdown; ``charts`` embeds the PNGs that :func:`write_report` writes next to it."""
     ds = results.get("dataset") or {}
     title = f"# hybridmem evaluation — {ds.get('name') or 'dataset'}"
@@ -480,7 +482,7 @@ def render_markdown(results: Mapping, *, charts: bool = True) -> str:
 # ----------------------------------------------------------------------------- charts
 
 
-def _bar_labels(ax, bars, values, fontsize: float, rotate: bool) -> None:
+def _bar_labels(ax: Any, bars: Any, values: Sequence[float | None], fontsize: float, rotate: bool) -> None:
     for bar, v in zip(bars, values):
         if v is None:
             continue
@@ -492,13 +494,13 @@ def _bar_labels(ax, bars, values, fontsize: float, rotate: bool) -> None:
                     bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
 
 
-def _empty(ax, text: str) -> None:
+def _empty(ax: Any, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def plot_metric_by_category(results: Mapping, path: Path) -> Path:
+def plot_metric_by_category(results: Mapping[str, Any], path: Path) -> Path:
     """Two panels (MRR@10, nDCG@10): grouped bars, x = categories ("all" last), one bar per ok mode."""
     plt = _pyplot()
     ok = _ok_modes(results)
@@ -551,7 +553,7 @@ def plot_metric_by_category(results: Mapping, path: Path) -> Path:
     return path
 
 
-def plot_recall_curve(results: Mapping, path: Path) -> Path:
+def plot_recall_curve(results: Mapping[str, Any], path: Path) -> Path:
     """Recall@k against k (log x axis), one line per ok mode with a recall curve."""
     plt = _pyplot()
     ok = {k: v for k, v in _ok_modes(results).items()
@@ -599,7 +601,7 @@ def plot_recall_curve(results: Mapping, path: Path) -> Path:
 # ----------------------------------------------------------------------------- report files
 
 
-def write_report(results: Mapping, out_dir: Path) -> dict[str, Path]:
+def write_report(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
     """Write ``results.json``, ``report.md``, ``metric_by_category.png`` and ``recall_curve.png``.
 
     Returns the paths by key: "json", "markdown", "metric_by_category", "recall_curve".
@@ -618,14 +620,14 @@ def write_report(results: Mapping, out_dir: Path) -> dict[str, Path]:
 # ----------------------------------------------------------------------------- several datasets
 
 
-def _run_modes(runs: Sequence[Mapping]) -> list[str]:
+def _run_modes(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     modes: list[str] = []
     for r in runs:
         modes += [m for m in _ok_modes(r) if m not in modes]
-    return sorted(modes, key=lambda m: (MODE_ORDER.index(m) if m in MODE_ORDER else len(MODE_ORDER), modes.index(m)))
+    return sorted(modes, key=lambda m: (MODES.index(m) if m in MODES else len(MODES), modes.index(m)))
 
 
-def _best_leg(run: Mapping, metric: str = "ndcg@10") -> tuple[str | None, Mapping | None]:
+def _best_leg(run: Mapping[str, Any], metric: str = "ndcg@10") -> tuple[str | None, Mapping[str, Any] | None]:
     """The best single leg and the hybrid-vs-that-leg comparison, when the run has one."""
     comp = next((c for c in run.get("comparisons") or []
                  if isinstance(c, Mapping) and c.get("a") == "hybrid" and c.get("metric") == metric
@@ -638,10 +640,10 @@ def _best_leg(run: Mapping, metric: str = "ndcg@10") -> tuple[str | None, Mappin
     legs = [m for m in ("bm25", "vector") if m in ok and _num(_metric(ok[m], metric)) is not None]
     if not legs:
         return None, None
-    return max(legs, key=lambda m: _num(_metric(ok[m], metric))), None
+    return max(legs, key=lambda m: cast(float, _num(_metric(ok[m], metric)))), None
 
 
-def render_summary(runs: Sequence[Mapping]) -> str:
+def render_summary(runs: Sequence[Mapping[str, Any]]) -> str:
     """A markdown section comparing nDCG@10 across several datasets' results."""
     metric = "ndcg@10"
     modes = _run_modes(runs)
@@ -656,11 +658,11 @@ def render_summary(runs: Sequence[Mapping]) -> str:
         leg_txt = f"`{leg}` {_fmt(leg_val)}" if leg else "—"
         if comp is not None:
             diff, p = _signed(comp.get("mean_diff")), _pval(comp.get("p_randomization"))
-            if p != "—" and _num(comp.get("p_randomization")) < ALPHA:
+            if p != "—" and cast(float, _num(comp.get("p_randomization"))) < ALPHA:
                 diff = f"**{diff}**"
         else:
             h = _num(_metric(ok["hybrid"], metric)) if "hybrid" in ok else None
-            diff = _signed(h - _num(leg_val)) if h is not None and _num(leg_val) is not None else "—"
+            diff = _signed(h - cast(float, _num(leg_val))) if h is not None and _num(leg_val) is not None else "—"
             p = "—"
         refs = "; ".join(f"{_cell(r.get('system', '?'))} {_fmt(r.get('value'))}"
                          for r in run.get("references") or []
@@ -679,7 +681,7 @@ def render_summary(runs: Sequence[Mapping]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_summary_chart(runs: Sequence[Mapping], path: Path) -> Path:
+def write_summary_chart(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Grouped bars of nDCG@10: x = dataset, one bar per mode; published references as black ticks."""
     plt = _pyplot()
     metric = "ndcg@10"

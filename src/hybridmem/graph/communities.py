@@ -7,6 +7,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
@@ -35,7 +36,8 @@ def undirected_weights(relations: Iterable[tuple[int, int, str, float, str]]) ->
     return dict(w)
 
 
-def to_networkx(entities: Mapping[int, tuple], relations: Iterable[tuple[int, int, str, float, str]]) -> nx.DiGraph:
+def to_networkx(entities: Mapping[int, tuple[Any, ...]],
+                relations: Iterable[tuple[int, int, str, float, str]]) -> nx.DiGraph:
     """The directed entity graph (cycles allowed); parallel relations of one pair keep their types."""
     g = nx.DiGraph()
     for eid, (key, name, typ, *_rest) in entities.items():

@@ -306,6 +306,8 @@ class RuleExtractor:
         relations: list[Relation] = []
         seen: set[tuple[str, str, str]] = set()
         folded = _fold_same_length(text)
+        a: int | Entity  # match bounds in the relation loop, entities in the co-occurrence one
+        b: int | Entity
         for s_start, s_end in _sentence_bounds(text):
             in_sent = [s for s in spans if s[0] >= s_start and s[1] <= s_end]
             if len(in_sent) < 2:
@@ -421,9 +423,9 @@ class LLMExtractor:
             batch = list(chunks[i : i + self.batch_size])
             try:
                 comp = self.llm.complete(self.messages(batch), schema=LLMGraph, purpose="graph:extract")
-            except LLMError as e:
-                if isinstance(e.usage, Usage) and self.usage is not None:
-                    self.usage.merge(e.usage)
+            except LLMError as err:
+                if isinstance(err.usage, Usage) and self.usage is not None:
+                    self.usage.merge(err.usage)
                 raise
             assert self.usage is not None
             self.usage.merge(comp.usage)

@@ -1,4 +1,4 @@
-"""The GraphRAG facade over one Memory: build / incremental update, status, communities, entity
+"""The GraphRAG layer over one store: build / incremental update, status, communities, entity
 lookup, export, plot, the local ``graph`` leg and global map-reduce answers."""
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from pydantic import BaseModel, Field
 from .. import config
 from ..errors import LLMError, NotFoundError, ValidationError
 from ..llm.base import ChatModel
+from ..llm.registry import resolve_llm
 from ..models import Usage
+from ..store.base import Store
 from ..text.tokenize import fold
-from .communities import detect_communities, fingerprint, to_networkx, undirected_weights
+from .communities import Community, detect_communities, fingerprint, to_networkx, undirected_weights
 from .extract import Extractor, LLMExtractor, RuleExtractor, entity_key
 from .search import (
     GlobalAnswer,
@@ -38,10 +40,10 @@ from .search import (
 from .store import GraphStore, StoredCommunity
 from .summaries import Summary, build_input, extractive_summary, llm_summary
 
-_WORDS = re.compile(r"[^\W_][\w.-]*")
-
 if TYPE_CHECKING:
-    from ..memory import Memory
+    import networkx as nx
+
+_WORDS = re.compile(r"[^\W_][\w.-]*")
 
 __all__ = ["GraphRAG", "GraphReport", "GraphStatus", "DEFAULT_PARAMS"]
 
@@ -110,17 +112,23 @@ def _age(ts: str | None) -> float | None:
 
 
 class GraphRAG:
-    """Reached as ``memory.graph``; every method takes an optional namespace (default: the memory's)."""
+    """Reached as ``memory.graph``; every method takes an optional namespace (default: the memory's).
 
-    def __init__(self, memory: "Memory") -> None:
-        self.memory = memory
-        self.gstore = GraphStore(memory.store)
+    ``namespace`` turns an optional namespace into a checked one (the memory's default when None);
+    ``llm`` returns the memory's chat model (None: offline paths)."""
+
+    def __init__(self, store: Store, *, namespace: Callable[[str | None], str],
+                 llm: Callable[[], ChatModel | None]) -> None:
+        self.store = store
+        self._namespace = namespace
+        self._llm = llm
+        self.gstore = GraphStore(store)
         self._local: dict[str, LocalGraphIndex] = {}
         self._keys: dict[str, tuple[int, set[str]]] = {}
         self._lock = threading.Lock()
 
     def _ns(self, namespace: str | None) -> str:
-        return self.memory._ns(namespace)
+        return self._namespace(namespace)
 
     # ------------------------------------------------------------------ build / update
     def build(self, namespace: str | None = None, **kwargs: Any) -> GraphReport:
@@ -156,15 +164,9 @@ class GraphRAG:
         if use_llm_summary and model is None:
             raise ValidationError("summarizer 'llm' needs an LLM (set HYBRIDMEM_LLM or pass llm=)", field="summarizer")
         state = self.gstore.state(ns)
-        params = dict(DEFAULT_PARAMS)
-        if state is not None and not rebuild:
-            params.update(state.get("params") or {})
-        for k, v in (("max_cluster_size", max_cluster_size), ("max_levels", max_levels), ("resolution", resolution)):
-            if v is not None:
-                params[k] = v
-        if params["resolution"] <= 0:
-            raise ValidationError("resolution must be > 0", field="resolution")
-        if ns not in self.memory.store.namespaces():
+        params = self._params(state, rebuild, max_cluster_size=max_cluster_size, max_levels=max_levels,
+                              resolution=resolution)
+        if ns not in self.store.namespaces():
             raise NotFoundError(f"namespace {ns!r} is empty: add documents before building its graph")
         report = GraphReport(namespace=ns, extractor=ext.name,
                              summarizer=model.name if use_llm_summary and model is not None else "extractive")
@@ -173,22 +175,8 @@ class GraphRAG:
             self.gstore.clear(ns)
         # 1. extraction of the chunks not in the graph yet
         t1 = time.perf_counter()
-        total = self.gstore.pending_count(ns)
-        step = 64 if isinstance(ext, RuleExtractor) else batch_size * 4
-        while True:
-            chunks = self.gstore.pending_chunks(ns, step)
-            if not chunks:
-                break
-            try:
-                items = ext.extract(chunks)
-            finally:
-                if ext.usage is not None:
-                    usage.merge(ext.usage)
-                    ext.usage = Usage()
-            self.gstore.write_extractions(ns, ext.name, items)
-            report.chunks_extracted += len(chunks)
-            if progress:
-                progress("extract", len(chunks), total)
+        report.chunks_extracted = self._extract_pending(ns, ext, 64 if isinstance(ext, RuleExtractor) else batch_size * 4,
+                                                        usage, progress)
         report.extract_s = round(time.perf_counter() - t1, 3)
         self.gstore.refresh_provenance(ns)
         # 2. communities
@@ -200,13 +188,14 @@ class GraphRAG:
         if previous and report.chunks_extracted == 0 and same_params and not rebuild:
             # nothing new was extracted: only deletions happened (or nothing). Keep the partition,
             # drop deleted entities from it and prune their chunks from the summaries: no model call
+            kept: list[StoredCommunity]
             report.summaries_pruned, kept = self._prune(ns, previous, hashes)
             self.gstore.write_communities(ns, kept, params)
             report.detect_s = round(time.perf_counter() - t2, 3)
             report.summaries_reused = len(kept) - report.summaries_pruned
             return self._finish(report, ns, kept, usage, t0)
         weights = undirected_weights(data.relations)
-        kept: list[StoredCommunity] = []
+        kept = []
         if previous and not rebuild and same_params:
             kept, comms = self._redetect_locally(previous, data, hashes, weights, params)
         else:
@@ -216,6 +205,50 @@ class GraphRAG:
         report.detect_s = round(time.perf_counter() - t2, 3)
         # 3. summaries, bottom-up, reused when the fingerprint did not change
         t3 = time.perf_counter()
+        stored = self._summaries(comms, kept, previous, data, hashes, model if use_llm_summary else None,
+                                 usage, report, progress)
+        report.summarize_s = round(time.perf_counter() - t3, 3)
+        self.gstore.write_communities(ns, stored, params)
+        return self._finish(report, ns, stored, usage, t0)
+
+    @staticmethod
+    def _params(state: dict[str, Any] | None, rebuild: bool, **given: float | int | None) -> dict[str, Any]:
+        """Community detection parameters: the defaults, then the stored graph's (unless rebuilding),
+        then the ones given."""
+        params = dict(DEFAULT_PARAMS)
+        if state is not None and not rebuild:
+            params.update(state.get("params") or {})
+        params.update({k: v for k, v in given.items() if v is not None})
+        if params["resolution"] <= 0:
+            raise ValidationError("resolution must be > 0", field="resolution")
+        return params
+
+    def _extract_pending(self, ns: str, ext: Extractor, step: int, usage: Usage,
+                         progress: Callable[[str, int, int | None], None] | None) -> int:
+        """Extract every chunk not in the graph yet, ``step`` at a time; returns how many."""
+        total = self.gstore.pending_count(ns)
+        done = 0
+        while True:
+            chunks = self.gstore.pending_chunks(ns, step)
+            if not chunks:
+                return done
+            try:
+                items = ext.extract(chunks)
+            finally:
+                if ext.usage is not None:
+                    usage.merge(ext.usage)
+                    ext.usage = Usage()
+            self.gstore.write_extractions(ns, ext.name, items)
+            done += len(chunks)
+            if progress:
+                progress("extract", len(chunks), total)
+
+    def _summaries(self, comms: list[Any], kept: list[StoredCommunity], previous: list[StoredCommunity], data: Any,
+                   hashes: dict[str, str | None], model: ChatModel | None, usage: Usage, report: GraphReport,
+                   progress: Callable[[str, int, int | None], None] | None) -> list[StoredCommunity]:
+        """Every community with its summary, bottom-up: an unchanged fingerprint keeps its summary
+        (no model call) unless an LLM summary is wanted where there was an extractive one."""
+        use_llm_summary = model is not None
         old = {c.fingerprint: c for c in previous}
         done: dict[str, Summary] = {}
         stored: list[StoredCommunity] = list(kept)
@@ -224,14 +257,14 @@ class GraphRAG:
             keys = [data.entities[e][0] for e in c.members]
             fp = fingerprint(keys, hashes)
             prev = old.get(fp)
-            want_model = model.name if use_llm_summary and model is not None else "extractive"
+            want_model = model.name if model is not None else "extractive"
             if prev is not None and (prev.summary_model == want_model or not use_llm_summary):
                 s = Summary(c.community_id, prev.title, prev.summary, prev.chunk_ids, prev.importance,
                             prev.summary_model or "extractive")
                 summarized_at = prev.summarized_at
                 report.summaries_reused += 1
             else:
-                s = self._summarize(c, data, done, model if use_llm_summary else None, usage)
+                s = self._summarize(c, data, done, model, usage)
                 summarized_at = _now()
                 report.summaries_made += 1
             done[c.community_id] = s
@@ -239,9 +272,7 @@ class GraphRAG:
                                           s.chunk_ids, s.importance, s.model, summarized_at))
             if progress:
                 progress("summarize", 1, len(comms))
-        report.summarize_s = round(time.perf_counter() - t3, 3)
-        self.gstore.write_communities(ns, stored, params)
-        return self._finish(report, ns, stored, usage, t0)
+        return stored
 
     def _redetect_locally(self, previous: list[StoredCommunity], data: Any, hashes: dict[str, str | None],
                           weights: dict[tuple[int, int], float], params: dict[str, Any]) -> tuple[list[StoredCommunity], list[Any]]:
@@ -253,6 +284,7 @@ class GraphRAG:
         changed = {c.community_id for c in tops
                    if any(k not in hashes for k in c.members) or fingerprint(c.members, hashes) != c.fingerprint}
         kids: dict[str, list[StoredCommunity]] = {}
+        c: StoredCommunity | Community  # the kept communities, then the new ones
         for c in previous:
             if c.parent:
                 kids.setdefault(c.parent, []).append(c)
@@ -346,7 +378,7 @@ class GraphRAG:
                 if r in rowids:
                     score[r] = score.get(r, 0) + 1
         best = sorted(score, key=lambda r: (-score[r], r))[:40]
-        rows = self.memory.store.fetch(best)
+        rows = self.store.fetch(best)
         texts = {r: (row.chunk_id, row.text) for r, row in rows.items()}
         inp = build_input(c.community_id, c.level, c.members, data.entities, data.mentions, data.relations, texts,
                           children)
@@ -362,8 +394,7 @@ class GraphRAG:
 
     def _model(self, llm: str | ChatModel | None) -> ChatModel | None:
         if llm is None:
-            return self.memory.llm
-        from ..llm.base import resolve_llm
+            return self._llm()
 
         return resolve_llm(llm)
 
@@ -391,7 +422,7 @@ class GraphRAG:
         ns = self._ns(namespace)
         state = self.gstore.state(ns)
         if state is None:
-            return GraphStatus(namespace=ns, built=False, chunks_pending=self.memory.store.counts(ns)["chunks"])
+            return GraphStatus(namespace=ns, built=False, chunks_pending=self.store.counts(ns)["chunks"])
         counts = self.gstore.counts(ns)
         comms = self.gstore.communities(ns)
         hashes = self.gstore.entity_hashes(ns)
@@ -434,7 +465,9 @@ class GraphRAG:
             hint = f"; did you mean: {', '.join(close)}" if close else ""
             raise NotFoundError(f"no entity {name!r} in the graph of namespace {ns!r}{hint}")
         k, ename, typ, _ph, desc = data.entities[eid]
-        rows = self.memory.store.fetch(list(data.mentions.get(eid, {})))
+        rows = self.store.fetch(list(data.mentions.get(eid, {})))
+        out_rel: list[dict[str, Any]]
+        in_rel: list[dict[str, Any]]
         out_rel, in_rel = [], []
         for s, d, t, w, rdesc in data.relations:
             if s == eid:
@@ -451,15 +484,15 @@ class GraphRAG:
             "communities": [c.community_id for c in self.gstore.communities(ns) if k in c.members],
         }
 
-    def to_networkx(self, namespace: str | None = None):  # -> nx.DiGraph
+    def to_networkx(self, namespace: str | None = None) -> nx.DiGraph:
         ns = self._ns(namespace)
         data = self.gstore.load(ns)
         g = to_networkx(data.entities, data.relations)
-        comm = {}
+        comm: dict[str, dict[str, str]] = {}
         for c in self.gstore.communities(ns):
             for k in c.members:
                 comm.setdefault(k, {})[f"community_L{c.level}"] = c.community_id
-        rows = self.memory.store.fetch([r for m in data.mentions.values() for r in m])
+        rows = self.store.fetch([r for m in data.mentions.values() for r in m])
         for eid in g.nodes:
             attrs = g.nodes[eid]
             attrs.update(comm.get(attrs["key"], {}))
@@ -570,26 +603,8 @@ class GraphRAG:
         model = self._model(llm)
         usage = Usage()
         notes: list[str] = []
-        prompt_chars = 0
-        points: list[MapPoint] = []
         known = {c.community_id for c in chosen}
-        for i in range(0, len(chosen), map_batch):
-            batch = chosen[i : i + map_batch]
-            msgs = map_messages(question, batch)
-            prompt_chars += sum(len(m["content"]) for m in msgs)
-            if model is None:
-                points += offline_map(question, batch)
-                continue
-            try:
-                comp = model.complete(msgs, schema=MapResult, purpose="graph:map")
-                usage.merge(comp.usage)
-                assert isinstance(comp.data, MapResult)
-                points += [p for p in comp.data.points if p.community_id in {c.community_id for c in batch}]
-            except LLMError as e:
-                usage.merge(e.usage if isinstance(e.usage, Usage) else None)
-                notes.append(f"map call failed ({e}); extractive points instead")
-                points += offline_map(question, batch)
-        points = sorted((p for p in points if p.score > 0), key=lambda p: -p.score)[:12]
+        points, prompt_chars = self._map(question, chosen, map_batch, model, usage, notes)
         answer, answerer = "", "extractive"
         comm_ids: list[str] = []
         chunk_ids: list[str] = []
@@ -597,26 +612,10 @@ class GraphRAG:
         if points:
             msgs = reduce_messages(question, points)
             prompt_chars += sum(len(m["content"]) for m in msgs)
-            done = False
-            if model is not None:
-                try:
-                    comp = model.complete(msgs, schema=ReduceResult, purpose="graph:reduce")
-                    usage.merge(comp.usage)
-                    assert isinstance(comp.data, ReduceResult)
-                    answer, answerer = comp.data.answer, model.name
-                    cites = cited_ids(answer) + comp.data.community_ids + comp.data.chunk_ids
-                    comm_ids = [x for x in dict.fromkeys(cites) if x in known]
-                    chunk_ids = [x for x in dict.fromkeys(cites) if x in all_chunks]
-                    invented = [x for x in dict.fromkeys(cited_ids(answer)) if x not in known and x not in all_chunks]
-                    if invented:
-                        notes.append(f"removed citations not in the community reports: {', '.join(invented)}")
-                        for x in invented:
-                            answer = answer.replace(f"[{x}]", "")
-                    done = True
-                except LLMError as e:
-                    usage.merge(e.usage if isinstance(e.usage, Usage) else None)
-                    notes.append(f"reduce call failed ({e}); extractive answer instead")
-            if not done:
+            reduced = self._reduce(msgs, model, known, all_chunks, usage, notes) if model is not None else None
+            if reduced is not None:
+                answer, answerer, comm_ids, chunk_ids = reduced
+            else:
                 top = points[:3]
                 answer = " ".join(f"{p.answer} [{p.community_id}]" for p in top)
                 comm_ids = [p.community_id for p in top]
@@ -640,6 +639,55 @@ class GraphRAG:
             usage=usage if usage.calls else None, namespace=ns,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
+
+    @staticmethod
+    def _map(question: str, chosen: list[StoredCommunity], map_batch: int, model: ChatModel | None, usage: Usage,
+             notes: list[str]) -> tuple[list[MapPoint], int]:
+        """The map step: rated key points from ``map_batch`` summaries per call (extractive without
+        a model, or when a call fails), the best 12 kept; and the prompt characters sent."""
+        points: list[MapPoint] = []
+        prompt_chars = 0
+        for i in range(0, len(chosen), map_batch):
+            batch = chosen[i : i + map_batch]
+            msgs = map_messages(question, batch)
+            prompt_chars += sum(len(m["content"]) for m in msgs)
+            if model is None:
+                points += offline_map(question, batch)
+                continue
+            try:
+                comp = model.complete(msgs, schema=MapResult, purpose="graph:map")
+                usage.merge(comp.usage)
+                assert isinstance(comp.data, MapResult)
+                points += [p for p in comp.data.points if p.community_id in {c.community_id for c in batch}]
+            except LLMError as e:
+                usage.merge(e.usage if isinstance(e.usage, Usage) else None)
+                notes.append(f"map call failed ({e}); extractive points instead")
+                points += offline_map(question, batch)
+        return sorted((p for p in points if p.score > 0), key=lambda p: -p.score)[:12], prompt_chars
+
+    @staticmethod
+    def _reduce(msgs: list[Any], model: ChatModel, known: set[str], all_chunks: set[str], usage: Usage,
+                notes: list[str]) -> tuple[str, str, list[str], list[str]] | None:
+        """The reduce step by the model: (answer, answerer, community ids, chunk ids) with invented
+        citations removed; None when the call fails (the caller answers extractively)."""
+        try:
+            comp = model.complete(msgs, schema=ReduceResult, purpose="graph:reduce")
+        except LLMError as e:
+            usage.merge(e.usage if isinstance(e.usage, Usage) else None)
+            notes.append(f"reduce call failed ({e}); extractive answer instead")
+            return None
+        usage.merge(comp.usage)
+        assert isinstance(comp.data, ReduceResult)
+        answer = comp.data.answer
+        cites = cited_ids(answer) + comp.data.community_ids + comp.data.chunk_ids
+        comm_ids = [x for x in dict.fromkeys(cites) if x in known]
+        chunk_ids = [x for x in dict.fromkeys(cites) if x in all_chunks]
+        invented = [x for x in dict.fromkeys(cited_ids(answer)) if x not in known and x not in all_chunks]
+        if invented:
+            notes.append(f"removed citations not in the community reports: {', '.join(invented)}")
+            for x in invented:
+                answer = answer.replace(f"[{x}]", "")
+        return answer, model.name, comm_ids, chunk_ids
 
     # ------------------------------------------------------------------ picture
     def plot(self, path: str, namespace: str | None = None, *, top: int = 8, max_nodes: int = 300,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -72,7 +73,7 @@ class LocalGraphIndex:
         seeds = self.seeds(question)
         if not seeds:
             return []
-        score: Counter[int] = Counter()
+        score = cast("dict[int, float]", Counter())  # a Counter of float scores (typeshed: int counts only)
         for e in seeds:
             idf = self.idf.get(e, 0.0)
             for rid, cnt in self.mentions.get(e, {}).items():
@@ -89,7 +90,7 @@ class LocalGraphIndex:
                 for rid, cnt in self.mentions.get(nb, {}).items():
                     # a chunk naming the neighbour often is about it (a bridge entity's own page)
                     score[rid] += contrib * nidf / (nidf + 1) * (1 + math.log(cnt))
-        items = score.items()
+        items: Iterable[tuple[int, float]] = score.items()
         if allowed is not None:
             ok = set(allowed.tolist())
             items = [(r, s) for r, s in items if r in ok]

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ..store.sqlite import SQLiteStore
+from ..store.base import Store
 from .extract import ChunkExtraction, ChunkInput, entity_key
 
 __all__ = ["GraphStore", "GraphData", "StoredCommunity"]
@@ -52,13 +49,14 @@ class StoredCommunity:
 
 
 class GraphStore:
-    """Graph persistence over a :class:`SQLiteStore` (same file, same writer lock)."""
+    """Graph persistence over a store's public graph access (``reader``, ``write_transaction``,
+    ``namespace_id``, ``snapshot``): the same file or database, the same writer lock."""
 
-    def __init__(self, store: "SQLiteStore") -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def _ns(self, namespace: str) -> int | None:
-        return self.store._ns_id(namespace)
+        return self.store.namespace_id(namespace)
 
     # ------------------------------------------------------------------ chunks to extract
     def pending_chunks(self, namespace: str, limit: int | None = None) -> list[ChunkInput]:
@@ -72,13 +70,13 @@ class GraphStore:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [ChunkInput(r, cid, t) for r, cid, t in self.store._r.execute(sql, params)]
+        return [ChunkInput(r, cid, t) for r, cid, t in self.store.reader.execute(sql, params)]
 
     def pending_count(self, namespace: str) -> int:
         ns = self._ns(namespace)
         if ns is None:
             return 0
-        return int(self.store._r.execute(
+        return int(self.store.reader.execute(
             "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
             "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id)", (ns,)).fetchone()[0])
 
@@ -86,7 +84,7 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return 0
-        return int(self.store._r.execute("SELECT count(*) FROM graph_chunks WHERE ns_id=?", (ns,)).fetchone()[0])
+        return int(self.store.reader.execute("SELECT count(*) FROM graph_chunks WHERE ns_id=?", (ns,)).fetchone()[0])
 
     # ------------------------------------------------------------------ writes
     def write_extractions(self, namespace: str, extractor: str, items: Sequence[ChunkExtraction]) -> int:
@@ -97,8 +95,8 @@ class GraphStore:
         store = self.store
         now = _now()
         written = 0
-        with store._wlock, store._tx() as db:
-            ns = store._ns_id(namespace, db)
+        with store.write_transaction() as db:
+            ns = store.namespace_id(namespace, db)
             if ns is None:
                 return 0
             db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
@@ -166,8 +164,8 @@ class GraphStore:
         """Recompute the provenance hash of stale entities (the hash of the text of the chunks that
         mention them): a community's fingerprint is built from these. Returns entities refreshed."""
         store = self.store
-        with store._wlock, store._tx() as db:
-            ns = store._ns_id(namespace, db)
+        with store.write_transaction() as db:
+            ns = store.namespace_id(namespace, db)
             if ns is None:
                 return 0
             rows = db.execute("SELECT id FROM graph_entities WHERE ns_id=? AND (stale = 1 OR prov_hash IS NULL)",
@@ -187,7 +185,7 @@ class GraphStore:
         if ns is None or not keys:
             return 0
         n = 0
-        with self.store._wlock, self.store._tx() as db:
+        with self.store.write_transaction() as db:
             for i in range(0, len(keys), 500):
                 part = list(keys[i : i + 500])
                 n += db.execute(f"UPDATE graph_entities SET stale = 1 WHERE ns_id=? AND key IN "
@@ -196,8 +194,8 @@ class GraphStore:
 
     def write_communities(self, namespace: str, communities: Sequence[StoredCommunity], params: dict[str, Any]) -> None:
         store = self.store
-        with store._wlock, store._tx() as db:
-            ns = store._ns_id(namespace, db)
+        with store.write_transaction() as db:
+            ns = store.namespace_id(namespace, db)
             if ns is None:
                 return
             db.execute("DELETE FROM graph_communities WHERE ns_id=?", (ns,))
@@ -216,14 +214,14 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return (0, 0)
-        row = self.store._r.execute("SELECT version FROM graph_state WHERE ns_id=?", (ns,)).fetchone()
+        row = self.store.reader.execute("SELECT version FROM graph_state WHERE ns_id=?", (ns,)).fetchone()
         return (int(row[0]) if row else 0, self.store.chunk_version(namespace))
 
     def state(self, namespace: str) -> dict[str, Any] | None:
         ns = self._ns(namespace)
         if ns is None:
             return None
-        row = self.store._r.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (ns,)).fetchone()
+        row = self.store.reader.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (ns,)).fetchone()
         if row is None:
             return None
         return {"version": row[0], "built_at": row[1], "params": json.loads(row[2])}
@@ -267,22 +265,22 @@ class GraphStore:
             params.append(level)
         sql += " ORDER BY level, importance DESC, community_id"
         return [StoredCommunity(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]), r[8], r[9], r[10])
-                for r in self.store._r.execute(sql, params)]
+                for r in self.store.reader.execute(sql, params)]
 
     def entity_hashes(self, namespace: str) -> dict[str, str | None]:
         """entity key -> provenance hash (None when stale)."""
         ns = self._ns(namespace)
         if ns is None:
             return {}
-        return {k: (None if st else h) for k, h, st in self.store._r.execute(
+        return {k: (None if st else h) for k, h, st in self.store.reader.execute(
             "SELECT key, prov_hash, stale FROM graph_entities WHERE ns_id=?", (ns,))}
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self._ns(namespace)
         if ns is None:
             return {"entities": 0, "relations": 0, "stale_entities": 0, "mentions": 0}
-        db = self.store._r
-        one = lambda sql: int(db.execute(sql, (ns,)).fetchone()[0])  # noqa: E731
+        db = self.store.reader
+        one: Callable[[str], int] = lambda sql: int(db.execute(sql, (ns,)).fetchone()[0])  # noqa: E731
         return {
             "entities": one("SELECT count(*) FROM graph_entities WHERE ns_id=?"),
             "stale_entities": one("SELECT count(*) FROM graph_entities WHERE ns_id=? AND stale=1"),
@@ -297,8 +295,8 @@ class GraphStore:
     def clear(self, namespace: str) -> None:
         """Forget the namespace's graph (a full rebuild follows)."""
         store = self.store
-        with store._wlock, store._tx() as db:
-            ns = store._ns_id(namespace, db)
+        with store.write_transaction() as db:
+            ns = store.namespace_id(namespace, db)
             if ns is None:
                 return
             db.execute("DELETE FROM graph_chunks WHERE ns_id=?", (ns,))
@@ -319,6 +317,6 @@ class GraphStore:
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            out.update(r[0] for r in self.store._r.execute(
+            out.update(r[0] for r in self.store.reader.execute(
                 f"SELECT chunk_id FROM chunks WHERE ns_id=? AND chunk_id IN ({','.join('?' * len(part))})", [ns, *part]))
         return out

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from pydantic import BaseModel, Field
 
@@ -151,7 +152,7 @@ def build_input(
     community_id: str,
     level: int,
     members: Sequence[int],
-    entities: Mapping[int, tuple],
+    entities: Mapping[int, tuple[Any, ...]],
     mentions: Mapping[int, Mapping[int, int]],
     relations: Sequence[tuple[int, int, str, float, str]],
     chunk_text: Mapping[int, tuple[str, str]],
@@ -160,7 +161,7 @@ def build_input(
     """Gather a community's material: members by weighted degree inside the community, its internal
     relations, and the chunks mentioning most members."""
     mem = set(members)
-    deg: Counter[int] = Counter()
+    deg = cast("dict[int, float]", Counter())  # a Counter of float weights (typeshed: int counts only)
     rels = []
     for s, d, typ, w, desc in relations:
         if s in mem and d in mem:

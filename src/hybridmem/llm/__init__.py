@@ -1,28 +1,20 @@
 """Chat models: one protocol, one module per provider, chosen by a spec string; every LLM step of
 hybridmem has an offline path, used when no model is configured."""
 
-from .base import (
-    LLM_ENV,
-    BaseChatModel,
-    ChatModel,
-    Completion,
-    Message,
-    create_chat_model,
-    llm_spec_from_env,
-    resolve_llm,
-)
-from .retry import RetryPolicy, Retryable, call_with_retry
+from ..retry import Retryable, RetryPolicy, call_with_retry
+from .base import BaseChatModel, ChatModel, Completion, Message
+from .registry import LLM_ENV, create_chat_model, llm_spec_from_env, resolve_llm
 
 __all__ = [
-    "ChatModel",
+    "LLM_ENV",
     "BaseChatModel",
+    "ChatModel",
     "Completion",
     "Message",
     "RetryPolicy",
     "Retryable",
     "call_with_retry",
     "create_chat_model",
-    "resolve_llm",
     "llm_spec_from_env",
-    "LLM_ENV",
+    "resolve_llm",
 ]

@@ -12,7 +12,7 @@ from ..errors import LLMError
 from ._http import post_json
 from .base import BaseChatModel, Message, Reply, _int, json_schema, schema_name
 
-__all__ = ["AnthropicChatModel", "ANTHROPIC_VERSION"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicChatModel"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 #: the Messages API requires max_tokens; answers and id lists stay far below it
@@ -65,7 +65,7 @@ class AnthropicChatModel(BaseChatModel):
             text = json.dumps(use.get("input"), ensure_ascii=False)
         else:
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        usage: Any = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         prompt = _int(usage.get("input_tokens"))
         if prompt is not None:  # cached prompt tokens are billed input too
             prompt += sum(_int(usage.get(k)) or 0 for k in ("cache_creation_input_tokens", "cache_read_input_tokens"))

@@ -1,6 +1,5 @@
-"""The ChatModel protocol, the shared provider base (retries, structured output with one repair
-attempt, usage accounting) and the spec-string registry (``openai:MODEL``, ``gemini:MODEL``,
-``anthropic:MODEL``)."""
+"""The ChatModel protocol and the shared provider base (retries, structured output with one repair
+attempt, usage accounting); spec strings are mapped to providers by :mod:`hybridmem.llm.registry`."""
 
 from __future__ import annotations
 
@@ -12,40 +11,31 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, cast, runtime_checkable
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from ..errors import LLMError, ValidationError
 from ..models import LLMCall, Usage
-from .retry import RetryPolicy, call_with_retry
+from ..retry import RetryPolicy, call_with_retry
 
 __all__ = [
-    "Message",
-    "Completion",
-    "ChatModel",
+    "BASE_URL_ENV",
     "BaseChatModel",
+    "ChatModel",
+    "Completion",
+    "Message",
     "Reply",
-    "create_chat_model",
-    "resolve_llm",
-    "llm_spec_from_env",
     "json_schema",
     "parse_structured",
-    "LLM_ENV",
-    "PROVIDERS",
 ]
 
 log = logging.getLogger(__name__)
 log.addHandler(logging.NullHandler())
 
-#: the environment variable naming the configured LLM (a spec string); unset = no LLM, offline paths
-LLM_ENV = "HYBRIDMEM_LLM"
 #: one endpoint for whichever provider is configured (a local server, a proxy, a test double)
 BASE_URL_ENV = "HYBRIDMEM_LLM_BASE_URL"
-PROVIDERS = ("openai", "gemini", "anthropic")
-#: spec values that mean "no LLM", so an environment default can be switched off per call
-_NONE_SPECS = frozenset({"", "none", "off", "offline", "false", "0"})
 _REPAIR_PROMPT = (
     "Your previous reply is not valid: {error}\n"
     "Reply again with only the corrected JSON object, no prose and no code fences. "
@@ -116,16 +106,16 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
             out[k] = {name: walk(sub) for name, sub in v.items()} if k == "properties" else walk(v)
         return out
 
-    return walk(raw)
+    return cast(dict[str, Any], walk(raw))
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """OpenAI strict mode: every object closed and every property required."""
     if isinstance(schema, list):
-        return [strict_schema(x) for x in schema]  # type: ignore[return-value]
+        return [strict_schema(x) for x in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: ({n: strict_schema(s) for n, s in v.items()} if k == "properties" else strict_schema(v))
+    out: dict[str, Any] = {k: ({n: strict_schema(s) for n, s in v.items()} if k == "properties" else strict_schema(v))
            for k, v in schema.items()}
     if out.get("type") == "object":
         out["additionalProperties"] = False
@@ -142,7 +132,7 @@ class InvalidOutput(Exception):
     """The reply is not JSON, or not JSON of the schema."""
 
 
-_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
+_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 def _loads_lenient(text: str) -> Any:
@@ -253,7 +243,7 @@ class BaseChatModel:
             data = parse_structured(text, schema)
         except InvalidOutput as first:
             log.info("%s: invalid structured output (%s); one repair attempt", self.name, first)
-            repair = [
+            repair: list[Message] = [
                 *msgs,
                 {"role": "assistant", "content": text[:8000]},
                 {"role": "user", "content": _REPAIR_PROMPT.format(
@@ -304,81 +294,8 @@ def _check_messages(messages: Sequence[Message]) -> list[Message]:
                 or not isinstance(m.get("content"), str):
             raise ValidationError(f"each message is {{role: system|user|assistant, content: str}}, got {m!r}",
                                   field="messages")
-    return msgs  # type: ignore[return-value]
+    return msgs
 
 
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-# ------------------------------------------------------------------------------ registry
-def create_chat_model(spec: str, **kwargs: Any) -> ChatModel:
-    """Build a chat model from ``provider:model``.
-
-    ``openai:MODEL`` — any OpenAI-compatible ``/chat/completions`` (OpenAI, Ollama, vLLM, llama.cpp
-    server, LM Studio); ``OPENAI_API_KEY``; endpoint from ``HYBRIDMEM_LLM_BASE_URL`` /
-    ``OPENAI_BASE_URL``. ``gemini:MODEL`` — ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``.
-    ``anthropic:MODEL`` — ``ANTHROPIC_API_KEY``. ``HYBRIDMEM_LLM_TIMEOUT`` (seconds per request)
-    and ``HYBRIDMEM_LLM_TEMPERATURE`` (``none`` to omit it) apply to all.
-    """
-    if not isinstance(spec, str):
-        raise ValidationError(f"an LLM spec is a string such as openai:gpt-4o-mini, got {spec!r}", field="llm")
-    kind, sep, model = spec.strip().partition(":")
-    kind = kind.lower()
-    if kind not in PROVIDERS or not sep or not model.strip():
-        raise ValidationError(
-            f"unknown LLM {spec!r}; use openai:MODEL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio), "
-            "gemini:MODEL or anthropic:MODEL, or none",
-            field="llm",
-        )
-    kwargs = {**_env_options(), **kwargs}
-    if kind == "openai":
-        from .openai import OpenAIChatModel
-
-        return OpenAIChatModel(model, **kwargs)
-    if kind == "gemini":
-        from .gemini import GeminiChatModel
-
-        return GeminiChatModel(model, **kwargs)
-    from .anthropic import AnthropicChatModel
-
-    return AnthropicChatModel(model, **kwargs)
-
-
-def _env_options() -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    raw = os.environ.get("HYBRIDMEM_LLM_TIMEOUT", "").strip()
-    if raw:
-        try:
-            out["timeout"] = float(raw)
-        except ValueError:
-            raise ValidationError(f"HYBRIDMEM_LLM_TIMEOUT must be a number of seconds, got {raw!r}", field="llm") from None
-    raw = os.environ.get("HYBRIDMEM_LLM_TEMPERATURE", "").strip()
-    if raw:
-        try:
-            out["temperature"] = None if raw.lower() == "none" else float(raw)
-        except ValueError:
-            raise ValidationError(f"HYBRIDMEM_LLM_TEMPERATURE must be a number or none, got {raw!r}", field="llm") from None
-    return out
-
-
-def llm_spec_from_env() -> str | None:
-    spec = os.environ.get(LLM_ENV, "").strip()
-    return None if spec.lower() in _NONE_SPECS else spec
-
-
-def is_none_spec(spec: str) -> bool:
-    return spec.strip().lower() in _NONE_SPECS
-
-
-def resolve_llm(llm: str | ChatModel | None) -> ChatModel | None:
-    """A ChatModel from an explicit choice, else from ``HYBRIDMEM_LLM``; None when no LLM is
-    configured (``"none"`` switches an environment default off). Never a silent default."""
-    if llm is None:
-        spec = llm_spec_from_env()
-        return create_chat_model(spec) if spec else None
-    if isinstance(llm, str):
-        return None if is_none_spec(llm) else create_chat_model(llm)
-    if isinstance(llm, ChatModel):
-        return llm
-    raise ValidationError(f"llm is a spec string or a ChatModel, got {type(llm).__name__}", field="llm")

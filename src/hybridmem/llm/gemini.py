@@ -93,7 +93,7 @@ class GeminiChatModel(BaseChatModel):
         finish = cand.get("finishReason")
         if not text and finish not in (None, "STOP", "MAX_TOKENS", "FINISH_REASON_UNSPECIFIED"):
             raise LLMError(f"{self.name}: no text in the response (finishReason {finish})")
-        um = payload.get("usageMetadata") if isinstance(payload.get("usageMetadata"), dict) else {}
+        um: Any = payload.get("usageMetadata") if isinstance(payload.get("usageMetadata"), dict) else {}
         out_tokens = [_int(um.get(k)) for k in ("candidatesTokenCount", "thoughtsTokenCount")]
         return Reply(
             text=text,

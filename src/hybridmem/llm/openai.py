@@ -10,7 +10,15 @@ from pydantic import BaseModel
 
 from ..errors import LLMError
 from ._http import HTTPStatusError, post_json
-from .base import BaseChatModel, Message, Reply, _int, json_schema, schema_name, strict_schema
+from .base import (
+    BaseChatModel,
+    Message,
+    Reply,
+    _int,
+    json_schema,
+    schema_name,
+    strict_schema,
+)
 
 __all__ = ["OpenAIChatModel"]
 
@@ -63,7 +71,7 @@ class OpenAIChatModel(BaseChatModel):
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         if not content and msg.get("refusal"):
             raise LLMError(f"{self.name}: the model refused: {str(msg['refusal'])[:300]}")
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
+        usage: Any = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
         return Reply(
             text=content if isinstance(content, str) else "",
             prompt_tokens=_int(usage.get("prompt_tokens")),

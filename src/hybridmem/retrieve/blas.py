@@ -116,6 +116,7 @@ def query_blas() -> Iterator[None]:
     if ctl is None:
         yield
         return
+    assert want is not None  # ctl is looked up only when there is a limit
     with _lock:
         if _inside == 0:
             _saved = ctl.get_num_threads()

@@ -14,11 +14,15 @@ import logging
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .cache import ArrayKeyedCache
 from .blas import query_blas
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 __all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
 
@@ -58,7 +62,7 @@ class DenseIndex:
         self._n = 0
         self._alive = np.zeros(0, bool)
         self._pos: dict[int, int] = {}
-        self._hnsw = None  # usearch.index.Index, built lazily in a background thread
+        self._hnsw: Index | None = None  # usearch.index.Index, built lazily in a background thread
         self._hnsw_failed = False
         self._building = False
         self.build_threads = 0  # threads of the last HNSW build started
@@ -249,11 +253,11 @@ class DenseIndex:
         pos = top if cand is None else cand[top]
         return [(int(rowids[p]), float(scores[t])) for p, t in zip(pos, top)]
 
-    def _allowed_positions(self, allowed: np.ndarray, gen: tuple, n: int, rowids: np.ndarray,
+    def _allowed_positions(self, allowed: np.ndarray, gen: tuple[int, int], n: int, rowids: np.ndarray,
                            alive: np.ndarray) -> np.ndarray:
         """Positions of the live rows ``allowed`` names, cached per allowed array (Memory hands the same
         array for a repeated filter until the chunks change) and index state."""
-        hit = self._masks.get(allowed, (gen, n))
+        hit: np.ndarray | None = self._masks.get(allowed, (gen, n))
         if hit is not None:
             return hit
         cand = np.flatnonzero(np.isin(rowids[:n], allowed) & alive[:n])
@@ -261,7 +265,8 @@ class DenseIndex:
         return cand
 
     @staticmethod
-    def _hnsw_filtered(hnsw, q: np.ndarray, k: int, allowed: np.ndarray, live: int) -> list[tuple[int, float]] | None:
+    def _hnsw_filtered(hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray,
+                       live: int) -> list[tuple[int, float]] | None:
         """Over-fetch from the graph and keep allowed rows; None when too few survive (go exact)."""
         share = len(allowed) / max(live, 1)
         if share < HNSW_FILTER_MIN_SHARE:

@@ -8,43 +8,35 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..errors import FilterError, HybridMemError
+from ..errors import FilterError, HybridMemError, ValidationError
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
-from ..store.base import Store
+from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
-from .filters import Filter, filter_keys, parse_filter
+from ..filters import Filter, filter_keys, parse_filter
 from .fusion import rrf
+from .legs import Legs
+from .types import LegHit, QueryEncoder
 
-__all__ = ["Searcher", "LegHit"]
-
-LegHit = tuple[int, float]  # (chunk rowid, raw score)
+__all__ = ["Searcher", "LegHit", "build_request"]
 
 
 @dataclass
 class Searcher:
-    store: Store
-    executor: Executor
-    #: (namespace, query text, filter allowed rowids or None, k) -> hits; raises if unavailable
-    dense_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]]
-    #: (namespace, query terms, filter allowed rowids or None, k) -> BM25 hits
-    sparse_search: Callable[[str, list[str], np.ndarray | None, int], list[LegHit]]
-    #: (namespace, parsed filter) -> rowids the filter allows (computed once per query, shared by legs)
-    allowed_for: Callable[[str, Filter], np.ndarray]
-    pending_count: Callable[[str], int]
-    leg_timeout: float = 30.0
-    #: (namespace, query text, filter allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
-    graph_search: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
-    #: the store runs BM25 and dense search itself (PostgreSQL): those legs get the parsed filter,
-    #: compiled into their SQL, instead of an allowed-rowid array; the graph leg still gets rowids
-    native: bool = False
-    #: called with (namespace, mode) before the legs start, outside their timeout: loads what the
-    #: legs need and this process has not loaded yet (a cold index load is not a slow leg)
-    prepare: Callable[[str, str], None] | None = None
+    """Runs one query over a store's legs: filter once, legs in parallel, weighted RRF, results."""
 
-    def validate_filter(self, namespace: str, spec: dict) -> Filter | None:
+    store: Store
+    legs: Legs
+    encoder: QueryEncoder
+    executor: Executor
+    leg_timeout: float = 30.0
+    #: (namespace, query text, allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
+    graph_leg: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
+
+    def validate_filter(self, namespace: str, spec: dict[str, Any]) -> Filter | None:
         flt = parse_filter(spec)
         unknown = filter_keys(flt) - self.store.metadata_keys(namespace)
         if unknown:
@@ -65,39 +57,18 @@ class Searcher:
         hp = req.hybrid_params
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
         mode = "hybrid" if req.mode == "rerank" else req.mode
-        if self.prepare is not None:
-            self.prepare(namespace, mode)
+        self.legs.prepare(namespace, mode)
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
-        allowed: np.ndarray | Filter | None = None
-        if flt is not None:
-            allowed = flt if self.native else self.allowed_for(namespace, flt)
-        empty = allowed is not None and not self.native and len(allowed) == 0
-        legs: dict[str, Callable[[], list[LegHit]]] = {}
-        terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
-        if mode in ("bm25", "hybrid"):
-            legs["bm25"] = lambda: [] if empty else self.sparse_search(namespace, terms, allowed, k)
-        if mode in ("vector", "hybrid"):
-            legs["dense"] = lambda: [] if empty else self.dense_search(namespace, req.search_text, allowed, k)
-        # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
-        idents = [t for t in terms if is_identifier(t)] if mode == "hybrid" and hp.exact_weight > 0 else []
-        if idents:
-            # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
-            legs["exact"] = lambda: [] if empty else self.sparse_search(namespace, idents, allowed, k)
-        graph_search = self.graph_search
-        if graph_search is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
-            def graph_leg() -> list[LegHit]:
-                scope = self.allowed_for(namespace, flt) if self.native and flt is not None else allowed
-                return [] if empty or (scope is not None and len(scope) == 0) else graph_search(
-                    namespace, req.search_text, scope, k)
-
-            legs["graph"] = graph_leg
+        allowed = self.legs.allowed(namespace, flt) if flt is not None else None
+        legs = self._legs(req, namespace, mode, allowed, k)
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()
             out = fn()
             return out, (time.perf_counter() - s) * 1000
 
-        futures: dict[str, Future] = {name: self.executor.submit(timed, fn) for name, fn in legs.items()}
+        futures: dict[str, Future[tuple[list[LegHit], float]]] = {
+            name: self.executor.submit(timed, fn) for name, fn in legs.items()}
         hits: dict[str, list[LegHit]] = {}
         reports: dict[str, LegReport] = {}
         errors: list[BaseException] = []
@@ -150,6 +121,74 @@ class Searcher:
             mode=req.mode,
             namespace=namespace,
             legs=reports,
-            pending_vectors=self.pending_count(namespace) if mode not in ("bm25", "graph") else 0,
+            pending_vectors=self.store.pending_count(namespace) if mode not in ("bm25", "graph") else 0,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
+
+    def _legs(self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None,
+              k: int) -> dict[str, Callable[[], list[LegHit]]]:
+        """The legs a query of ``mode`` runs, each a call bound to its inputs."""
+        if allowed is not None and allowed.empty:
+            return {name: list for name in self._leg_names(req, mode)}
+        legs: dict[str, Callable[[], list[LegHit]]] = {}
+        terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
+        if mode in ("bm25", "hybrid"):
+            legs["bm25"] = lambda: self.legs.sparse(namespace, terms, allowed, k)
+        if mode in ("vector", "hybrid"):
+            legs["dense"] = lambda: self.legs.dense(namespace, req.search_text, self.encoder, allowed, k)
+        # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
+        idents = [t for t in terms if is_identifier(t)] if mode == "hybrid" and req.hybrid_params.exact_weight > 0 else []
+        if idents:
+            # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
+            legs["exact"] = lambda: self.legs.sparse(namespace, idents, allowed, k)
+        graph_leg = self.graph_leg
+        hp = req.hybrid_params
+        if graph_leg is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
+            def graph() -> list[LegHit]:
+                rows = self.legs.allowed_rowids(namespace, allowed) if allowed is not None else None
+                return [] if rows is not None and len(rows) == 0 else graph_leg(namespace, req.search_text, rows, k)
+
+            legs["graph"] = graph
+        return legs
+
+    def _leg_names(self, req: QueryRequest, mode: str) -> list[str]:
+        names = []
+        if mode in ("bm25", "hybrid"):
+            names.append("bm25")
+        if mode in ("vector", "hybrid"):
+            names.append("dense")
+        if mode == "hybrid" and req.hybrid_params.exact_weight > 0 and any(
+                is_identifier(t) for t in query_tokens(req.search_text)):
+            names.append("exact")
+        if self.graph_leg is not None and (mode == "graph" or (mode == "hybrid" and req.hybrid_params.graph_weight > 0)):
+            names.append("graph")
+        return names
+
+
+def build_request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:
+    """A :class:`QueryRequest` from a request, its dict, or the search text plus keyword fields
+    (``top_k``, ``mode``, ``metadata_filter``, and the ``hybrid_params`` fields by name);
+    pydantic's first error becomes a ValidationError naming the field."""
+    from pydantic import ValidationError as PydanticError
+
+    if isinstance(request, QueryRequest) and not kwargs:
+        return request
+    if isinstance(request, QueryRequest):
+        data = request.model_dump(exclude_unset=True)
+    elif isinstance(request, str):
+        data = {"search_text": request}
+    elif isinstance(request, dict):
+        data = dict(request)
+    else:
+        raise ValidationError(f"a query is a string, a dict or a QueryRequest, got {type(request).__name__}")
+    hp = {k: kwargs.pop(k) for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight")
+          if k in kwargs}
+    if hp:
+        data["hybrid_params"] = {**data.get("hybrid_params", {}), **hp}
+    data.update(kwargs)
+    try:
+        return QueryRequest(**data)
+    except PydanticError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "request"
+        raise ValidationError(err["msg"].removeprefix("Value error, "), field=field) from None

@@ -19,21 +19,21 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ..config import BM25_B as B
+from ..config import BM25_IDF_FLOOR as _IDF_FLOOR
+from ..config import BM25_K1 as K1
 from .cache import ArrayKeyedCache
 
 __all__ = ["SparseIndex", "K1", "B"]
 
-K1 = 1.2
-B = 0.75
 LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
-_IDF_FLOOR = 1e-6
 
 
 class SparseIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()  # never replaced: a reload swaps the state, not the lock
         self.version = -1
-        self._post: dict[str, tuple[array, array]] = {}  # term -> (positions, term frequencies)
+        self._post: dict[str, tuple[array[int], array[int]]] = {}  # term -> (positions, term frequencies)
         self._rowids = array("q")
         self._dl = array("f")
         self._alive = bytearray()
@@ -142,7 +142,7 @@ class SparseIndex:
         remap = np.full(len(self._rowids), -1, np.int64)
         for new, (_, old) in enumerate(live):
             remap[old] = new
-        post: dict[str, tuple[array, array]] = {}
+        post: dict[str, tuple[array[int], array[int]]] = {}
         for term, (ps, tfs) in self._post.items():
             pa = remap[np.frombuffer(ps, dtype=np.int32)]
             keep = pa >= 0
@@ -161,7 +161,7 @@ class SparseIndex:
         """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
         same array for a repeated filter until chunks change) and index state. Caller holds the lock."""
         key = (self.version, n_total)  # every committed change bumps the version
-        hit = self._masks.get(allowed, key)
+        hit: np.ndarray | None = self._masks.get(allowed, key)
         if hit is not None:
             return hit
         # rowids are appended in increasing order (a re-used rowid repeats: its last entry is the live

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["create_app", "run_server", "create_server", "ServerConfig", "load_config"]
+__all__ = ["ServerConfig", "create_app", "create_server", "load_config", "run_server"]
 
 _HINT = "the hybridmem server needs its extra: pip install 'hybridmem[server]'"
 

@@ -11,11 +11,12 @@ import hashlib
 import hmac
 import ipaddress
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import HybridMemError
 from .config import ALL_NAMESPACES, ConfigError
 
-__all__ = ["AuthError", "ForbiddenError", "Principal", "KeyRing", "is_loopback", "check_bind"]
+__all__ = ["AuthError", "ForbiddenError", "KeyRing", "Principal", "check_bind", "is_loopback"]
 
 
 class AuthError(HybridMemError):
@@ -23,6 +24,8 @@ class AuthError(HybridMemError):
 
     exit_code = 2
     http_status = 401
+    error_type = "unauthorized"
+    http_headers = (("WWW-Authenticate", "Bearer"),)
 
 
 class ForbiddenError(HybridMemError):
@@ -30,6 +33,7 @@ class ForbiddenError(HybridMemError):
 
     exit_code = 2
     http_status = 403
+    error_type = "forbidden"
 
     def __init__(self, message: str, field: str | None = "namespace") -> None:
         self.field = field
@@ -104,7 +108,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, keys: KeyRing | dict) -> None:
+def check_bind(host: str, keys: KeyRing | dict[str, Any]) -> None:
     """Refuse to serve an open (key-less) memory on anything but loopback."""
     enabled = keys.enabled if isinstance(keys, KeyRing) else bool(keys)
     if not enabled and not is_loopback(host):

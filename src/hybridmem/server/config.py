@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import HybridMemError
 
-__all__ = ["ServerConfig", "ConfigError", "load_config", "parse_api_keys", "ALL_NAMESPACES", "API_KEYS_ENV"]
+__all__ = ["ALL_NAMESPACES", "API_KEYS_ENV", "ConfigError", "ServerConfig", "load_config", "parse_api_keys"]
 
 API_KEYS_ENV = "HYBRIDMEM_API_KEYS"
 _ENV_PREFIX = "HYBRIDMEM_SERVER_"
@@ -38,6 +38,7 @@ class ConfigError(HybridMemError):
 
     exit_code = 2
     http_status = 500
+    error_type = "config_error"
 
 
 @dataclass
@@ -72,7 +73,7 @@ class ServerConfig:
     def max_fetch_k(self) -> int:
         return 10 * self.max_top_k
 
-    def validate(self) -> "ServerConfig":
+    def validate(self) -> ServerConfig:
         for name in ("port", "max_body_bytes", "max_upload_bytes", "max_top_k", "max_batch", "worker_threads"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "port" else 1):
@@ -138,7 +139,7 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
         if isinstance(default, int):
             if isinstance(value, bool):
-                raise ValueError
+                raise TypeError  # True is an int to Python, not a number to a config file
             return int(value)
         if isinstance(default, float):
             return float(value)

@@ -12,10 +12,12 @@ import queue
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 
-from ..embed.base import BaseEmbedder, Embedder, create_embedder
+from ..embed.base import BaseEmbedder, Embedder
+from ..embed.registry import create_embedder, wants_separate_worker_instance
 
 __all__ = ["CoalescingEmbedder"]
 
@@ -34,7 +36,7 @@ class CoalescingEmbedder:
         self.max_batch = max_batch
         self._docs: Embedder | None = None
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()  # (text, future) items and _STOP
         self._thread: threading.Thread | None = None
         #: how many query batches and queries were embedded (the mean batch size is the gain)
         self.batches = 0
@@ -45,7 +47,7 @@ class CoalescingEmbedder:
         if self._docs is None:
             with self._lock:
                 if self._docs is None:
-                    bundled = self.spec.split(":")[0].strip().lower() in ("e5", "use")
+                    bundled = wants_separate_worker_instance(self.spec)
                     self._docs = create_embedder(self.spec) if bundled else self._query
         return self._docs.embed_documents(texts)
 
@@ -88,7 +90,7 @@ class CoalescingEmbedder:
             if stop:
                 return
 
-    def _run(self, batch: list[tuple[str, Future]]) -> None:
+    def _run(self, batch: list[tuple[str, Future[np.ndarray]]]) -> None:
         texts = [t for t, _ in batch]
         try:
             vecs = self._embed_queries(texts)

@@ -20,21 +20,38 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import HybridMemError, StoreError
 
-__all__ = ["BodySizeLimit", "StartTracker", "PayloadTooLarge", "RequestTimeoutError", "StoreBusyError", "Runner", "is_locked"]
+__all__ = [
+    "BodySizeLimit",
+    "PayloadTooLarge",
+    "RequestTimeoutError",
+    "Runner",
+    "StartTracker",
+    "StoreBusyError",
+    "error_body",
+    "is_locked",
+]
 
 T = TypeVar("T")
 #: scope key where an error response records its type, for the metrics
 ERROR_KEY = "hybridmem.error"
 
 
+def error_body(type_: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON body of every error response: ``{"error": {"type", "message", "field"}}``."""
+    return {"error": {"type": type_, "message": message, "field": field}}
+
+
 class RequestTimeoutError(HybridMemError):
     http_status = 504
+    error_type = "timeout"
 
 
 class StoreBusyError(HybridMemError):
     """The store stayed locked by another process through every retry (HTTP 503, Retry-After)."""
 
     http_status = 503
+    error_type = "busy"
+    http_headers = (("Retry-After", "1"),)
 
 
 class PayloadTooLarge(HTTPException):
@@ -42,8 +59,12 @@ class PayloadTooLarge(HTTPException):
     (any other exception there would become a 400)."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"request body larger than the {limit}-byte limit")
+        super().__init__(413, self.message(limit))
         self.limit = limit
+
+    @staticmethod
+    def message(limit: int) -> str:
+        return f"request body larger than the {limit}-byte limit"
 
 
 class StartTracker:
@@ -104,9 +125,7 @@ class BodySizeLimit:
         import json
 
         scope[ERROR_KEY] = "payload_too_large"  # read by the metrics middleware
-        body = json.dumps({"error": {"type": "payload_too_large",
-                                     "message": f"request body larger than the {limit}-byte limit",
-                                     "field": None}}).encode()
+        body = json.dumps(error_body("payload_too_large", PayloadTooLarge.message(limit))).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})

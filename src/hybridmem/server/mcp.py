@@ -5,15 +5,21 @@ streamable HTTP on request (``hybridmem mcp --transport http``).
 """
 
 # no `from __future__ import annotations`: the SDK evaluates tool signatures, and they use closure values
-import inspect
-from typing import Annotated, Any, Literal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import Field
 
 from ..errors import HybridMemError
 from ..models import HybridParams
+from ..models import Namespace as _Namespace
+from . import common
 
-__all__ = ["create_server", "run_mcp", "check_transport", "INSTRUCTIONS"]
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["INSTRUCTIONS", "check_transport", "create_server", "run_mcp"]
 
 INSTRUCTIONS = (
     "Long-term memory. `remember` stores a fact, note or document (give a stable id to update it "
@@ -23,22 +29,34 @@ INSTRUCTIONS = (
     "Read hybridmem://stats for what the memory holds."
 )
 
-Namespace = Annotated[str | None, Field(None, min_length=1, max_length=128,
-                                        description="Namespace (default: the server's).")]
+Namespace = Annotated[_Namespace, Field(None, description="Namespace (default: the server's).")]
 
 
 def create_server(memory: Any, *, namespace: str | None = None, name: str = "hybridmem", max_top_k: int = 100,
                   log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING") -> Any:
     """An ``MCPServer`` over ``memory``; ``namespace``: the default one (else the memory's)."""
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
     default_ns = namespace or memory.namespace
     server = MCPServer(name, instructions=INSTRUCTIONS, log_level=log_level)
+    _memory_tools(server, memory, default_ns, max_top_k)
+    _answer_tools(server, memory, default_ns, max_top_k)
+    _stats_resources(server, memory, default_ns)
+    return server
 
-    def fail(e: HybridMemError) -> ToolError:
-        return ToolError(str(e))
 
+@contextmanager
+def _tool_errors() -> Iterator[None]:
+    """A hybridmem error becomes the tool's error result, with the message the HTTP API gives."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        yield
+    except HybridMemError as e:
+        raise ToolError(str(e)) from None
+
+
+def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
     @server.tool(description="Store a memory (fact, note, document). Same id + same text is a no-op; "
                              "same id + new text replaces it. Returns what was added/updated.")
     def remember(
@@ -49,10 +67,8 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
         source: Annotated[str | None, Field(None, max_length=4096)] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        try:
+        with _tool_errors():
             report = memory.add(text, id=id, metadata=metadata or {}, source=source, namespace=namespace or default_ns)
-        except HybridMemError as e:
-            raise fail(e) from None
         ids = report.added + report.updated + report.unchanged
         return {"id": ids[0] if ids else id, "namespace": namespace or default_ns, **report.model_dump()}
 
@@ -79,22 +95,20 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
             req["query_id"] = query_id
         if fetch_k is not None:
             req["fetch_k"] = fetch_k
-        try:
-            return memory.search(req).model_dump(mode="json")
-        except HybridMemError as e:
-            raise fail(e) from None
+        with _tool_errors():
+            return cast(dict[str, Any], memory.search(req).model_dump(mode="json"))
 
     @server.tool(description="Delete memories (document ids or chunk ids) from every index.")
     def forget(
         ids: Annotated[list[str], Field(min_length=1, max_length=1000, description="Ids to delete.")],
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        try:
+        with _tool_errors():
             found = memory.delete(ids, namespace=namespace or default_ns)
-        except HybridMemError as e:
-            raise fail(e) from None
         return {"deleted": found, "not_found": [i for i in ids if i not in found], "namespace": namespace or default_ns}
 
+
+def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
     @server.tool(description="Answer a question from the memory only, citing the chunks used as [chunk_id]. "
                              "Says so honestly when the memory does not hold the answer.")
     def ask(
@@ -104,17 +118,10 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
         rerank: Annotated[bool, Field(True, description="Rerank the candidates before answering.")] = True,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        fn = getattr(memory, "ask", None)
-        if fn is None:
-            raise ToolError("grounded answers are not available in this hybridmem version")
-        wanted = {"top_k": top_k, "metadata_filter": metadata_filter or {}, "rerank": rerank,
-                  "namespace": namespace or default_ns}
-        params = inspect.signature(fn).parameters
-        try:
-            ans = fn(question, **{k: v for k, v in wanted.items() if k in params})
-        except HybridMemError as e:
-            raise fail(e) from None
-        return ans.model_dump(mode="json")
+        with _tool_errors():
+            ans = common.ask(memory, question, top_k=top_k, metadata_filter=metadata_filter or {}, rerank=rerank,
+                             namespace=namespace or default_ns)
+        return cast(dict[str, Any], ans.model_dump(mode="json"))
 
     @server.tool(description="Answer a corpus-wide question (\"how do all services handle timeouts?\") "
                              "by map-reduce over the entity graph's community summaries; cites community "
@@ -125,17 +132,19 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         ns = namespace or default_ns
-        try:
+        with _tool_errors():
             if memory.graph.status(ns).built is False:
                 memory.graph.build(ns)
             ans = memory.graph.ask_global(question, level=level, namespace=ns)
-        except HybridMemError as e:
-            raise fail(e) from None
-        return ans.model_dump(mode="json")
+        return cast(dict[str, Any], ans.model_dump(mode="json"))
 
+
+def _stats_resources(server: "MCPServer", memory: Any, default_ns: str) -> None:
     def _stats(ns: str) -> str:
+        from mcp.server.mcpserver.exceptions import ResourceError
+
         try:
-            return memory.stats(ns).model_dump_json(indent=2)
+            return cast(str, memory.stats(ns).model_dump_json(indent=2))
         except HybridMemError as e:
             raise ResourceError(str(e)) from None
 
@@ -149,8 +158,6 @@ def create_server(memory: Any, *, namespace: str | None = None, name: str = "hyb
                      description="The same for one namespace.")
     def namespace_stats(namespace: str) -> str:
         return _stats(namespace)
-
-    return server
 
 
 def check_transport(transport: str, host: str) -> str:

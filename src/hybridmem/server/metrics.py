@@ -14,7 +14,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .limits import ERROR_KEY
 
-__all__ = ["Metrics", "MetricsMiddleware", "CONTENT_TYPE"]
+__all__ = ["CONTENT_TYPE", "Metrics", "MetricsMiddleware"]
 
 _CONVERTER = re.compile(r":\w+}")  # /v1/memories/{doc_id:path} -> /v1/memories/{doc_id}
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -31,7 +31,7 @@ def _labels(d: Mapping[str, str]) -> str:
 
 
 class _Histogram:
-    __slots__ = ("counts", "total", "n")
+    __slots__ = ("counts", "n", "total")
 
     def __init__(self) -> None:
         self.counts = [0] * len(BUCKETS)

@@ -1,16 +1,39 @@
-"""The Store protocol: what the pipeline needs from a storage backend, nothing more."""
+"""The Store protocol: everything the rest of hybridmem asks of a storage backend, typed, plus the
+pieces every backend shares (write planning, the embedder check, ``get_document``'s record).
+
+Callers outside ``store/`` use only what :class:`Store` lists; the filter reaches a backend as a
+parsed :class:`~hybridmem.filters.Filter` and is compiled to SQL here, in ``store/sql_filters.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..retrieve.filters import Filter
+from ..errors import EmbedderMismatchError
+from ..filters import Filter
 
-__all__ = ["Store", "ChunkRow", "PreparedDocument", "WriteResult", "DOCUMENT_COLUMNS", "document_record"]
+__all__ = ["Store", "SQLReader", "Allowed", "ChunkRow", "PreparedDocument", "WriteResult", "WritePlan", "DOCUMENT_COLUMNS",
+           "document_record", "plan_writes", "check_embedder"]
+
+
+@dataclass(frozen=True, eq=False)
+class Allowed:
+    """What a query's metadata filter allows, worked out once per query and handed to every leg:
+    ``rowids`` (sorted chunk rowids) for in-process legs, ``sql`` (the filter compiled to the
+    backend's WHERE fragment and its parameters) for legs that run in the database."""
+
+    flt: Filter
+    rowids: np.ndarray | None = None
+    sql: tuple[str, list[Any]] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """True when the filter is known to allow nothing (no leg needs to run)."""
+        return self.rowids is not None and len(self.rowids) == 0
 
 
 @dataclass
@@ -70,21 +93,101 @@ class WriteResult:
     chunk_changes: list[tuple[str, int, list[int], list[int]]] = field(default_factory=list)
 
 
-class Store(Protocol):
-    path: str
+@dataclass
+class WritePlan:
+    """What one write does, decided the same way by every backend (:func:`plan_writes`)."""
 
+    #: documents to (re)write, each with the ``created_at`` it keeps (an update keeps the original)
+    writes: list[tuple[PreparedDocument, str]] = field(default_factory=list)
+    #: ids of documents being replaced: their old chunks go (their vectors are reused by text hash)
+    replaced: list[str] = field(default_factory=list)
+
+
+def plan_writes(docs: Sequence[PreparedDocument], existing: Mapping[str, tuple[str, str]], now: str,
+                res: WriteResult) -> WritePlan:
+    """Sort one write's documents into unchanged / updated / added (recorded in ``res``).
+    ``existing``: doc id -> (content hash, created_at) of the stored documents among ``docs``.
+    The same id twice in one write: the last one wins, as two writes in a row would leave it."""
+    last = {d.doc_id: d for d in docs}
+    plan = WritePlan()
+    for d in last.values():
+        old = existing.get(d.doc_id)
+        if old is not None and old[0] == d.content_hash:
+            res.unchanged.append(d.doc_id)
+            continue
+        (res.updated if old is not None else res.added).append(d.doc_id)
+        if old is not None:
+            plan.replaced.append(d.doc_id)
+        plan.writes.append((d, old[1] if old is not None else now))
+    return plan
+
+
+class SQLReader(Protocol):
+    """A connection in the ``?`` placeholder dialect (sqlite3's), which both backends offer."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+
+class Store(Protocol):
+    """A storage backend: documents, chunks, BM25 token streams, vectors, the embedding queue and
+    the graph tables, per namespace, with version counters that tell in-process indexes what changed."""
+
+    path: str
+    schema_version: int
+
+    # namespaces and metadata
     def namespaces(self) -> list[str]: ...
+    def namespace_id(self, name: str, db: Any = None, create: bool = False) -> int | None: ...
+    def metadata_keys(self, namespace: str) -> set[str]: ...
+    def counts(self, namespace: str) -> dict[str, int]: ...
+    def has_graph(self, namespace: str) -> bool: ...
+
+    # writes (each one transaction)
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult: ...
     def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]: ...
-    def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]: ...
-    def filter_rowids(self, namespace: str, flt: Filter | None, among: Sequence[int] | None = None) -> np.ndarray: ...
-    def metadata_keys(self, namespace: str) -> set[str]: ...
+    def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult: ...
+    def reindex_sparse(self) -> int: ...
+
+    # reads
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]: ...
-    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]: ...
+    def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None: ...
+    def document_hash(self, namespace: str, doc_id: str) -> str | None: ...
+    def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]: ...
+    def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]: ...
+    def filter_rowids(self, namespace: str, flt: Filter | None, among: Iterable[int] | None = None) -> np.ndarray: ...
+    def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]: ...
+
+    # what in-process indexes load, and the versions that say when to catch up
+    def chunk_version(self, namespace: str) -> int: ...
     def vector_version(self, namespace: str) -> int: ...
+    def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]: ...
+    def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]: ...
+    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]: ...
+    def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]: ...
+
+    # the embedding queue and the embedder the vectors belong to
     def pending(self, limit: int) -> list[tuple[int, str, str, str]]: ...
     def pending_count(self, namespace: str | None = None) -> int: ...
-    def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult: ...
     def embedder_info(self) -> tuple[str | None, int | None]: ...
     def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None: ...
+
+    # the graph layer's access (portable SQL in the ``?`` dialect) and whole-store reads
+    @property
+    def reader(self) -> SQLReader: ...
+    def write_transaction(self) -> AbstractContextManager[Any]: ...
+    def snapshot(self) -> AbstractContextManager[Any]: ...
+    def integrity_check(self) -> str: ...
+    def size_bytes(self) -> int: ...
     def close(self) -> None: ...
+
+
+def check_embedder(store: Store, name: str, dim: int) -> None:
+    """Refuse an embedder whose name or dimension differs from the store's; record the dimension
+    the first time it is known."""
+    stored, stored_dim = store.embedder_info()
+    if name != stored:
+        raise EmbedderMismatchError(stored or "?", stored_dim or 0, name, dim)
+    if stored_dim is None:
+        store.set_embedder(name, dim)
+    elif stored_dim != dim:
+        raise EmbedderMismatchError(stored or "?", stored_dim, name, dim)

@@ -16,7 +16,7 @@ with an application's), created and upgraded by numbered migrations under an adv
 * **Dense** vectors in ``vector(d)`` with an HNSW index (cosine); filtered queries use pgvector's
   iterative index scans (0.8+) and fall back to an exact scan when the index returns fewer than
   ``k`` rows while more rows pass the filter.
-* **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.retrieve.filters.to_pg_sql`);
+* **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.store.sql_filters.to_pg_sql`);
   equalities are also emitted as containment (``@>``), which the GIN index on ``chunks.metadata``
   answers, so a selective filter does not scan every chunk's JSON.
 * **Connections** come from a psycopg 3 pool; every statement runs under a statement timeout.
@@ -34,7 +34,7 @@ import re
 import struct
 import threading
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -45,12 +45,15 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import NotFoundError, StoreError, ValidationError
-from ..retrieve.filters import Filter, to_pg_sql
-from ..retrieve.sparse import B, K1
+from ..errors import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
+from ..config import BM25_B as B
+from ..config import BM25_IDF_FLOOR
+from ..config import BM25_K1 as K1
+from ..filters import Filter
+from .sql_filters import to_pg_sql
 from ..text.tokenize import TOKENIZER_VERSION
 from . import graph_sql
-from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record
+from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
 
@@ -188,20 +191,26 @@ SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # ---------------------------------------------------------------------------------------------- adapters
+def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """The row of a ``fetchone()`` that always returns one (an aggregate, ``RETURNING``, a known id)."""
+    assert row is not None
+    return row
+
+
 class _Rows:
     """A fetched result with the cursor surface the graph layer uses (iterate, fetchone, fetchall)."""
 
-    def __init__(self, rows: list[tuple], rowcount: int) -> None:
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int) -> None:
         self._rows = rows
         self.rowcount = rowcount
 
-    def __iter__(self) -> Iterator[tuple]:
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
         return iter(self._rows)
 
-    def fetchone(self) -> tuple | None:
+    def fetchone(self) -> tuple[Any, ...] | None:
         return self._rows[0] if self._rows else None
 
-    def fetchall(self) -> list[tuple]:
+    def fetchall(self) -> list[tuple[Any, ...]]:
         return self._rows
 
 
@@ -224,7 +233,7 @@ class _Qmark:
 
 
 class _AutoReader:
-    """``store._r`` for the graph layer: each statement on a pooled connection, in autocommit."""
+    """``store.reader`` for the graph layer: each statement on a pooled connection, in autocommit."""
 
     def __init__(self, store: "PostgresStore") -> None:
         self.store = store
@@ -263,7 +272,8 @@ class PostgresStore:
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
         opts = f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)}"
-        self._kwargs = {"autocommit": True, "options": opts, "connect_timeout": max(1, int(connect_timeout))}
+        self._kwargs: dict[str, Any] = {"autocommit": True, "options": opts,
+                                        "connect_timeout": max(1, int(connect_timeout))}
         # one direct connection first: a clear error when the server is down or the URL is wrong
         try:
             with psycopg.connect(url, **self._kwargs) as conn:
@@ -274,7 +284,7 @@ class PostgresStore:
                                     timeout=connect_timeout + statement_timeout_ms / 1000, open=False,
                                     name="hybridmem")
         self._pool.open(wait=True, timeout=connect_timeout)
-        self._r = _AutoReader(self)
+        self.reader = _AutoReader(self)
 
     # ------------------------------------------------------------------ set-up and migrations
     def _bootstrap(self, conn: psycopg.Connection, create: bool) -> None:
@@ -345,6 +355,12 @@ class PostgresStore:
         """A write transaction (the graph layer's portable SQL goes through it)."""
         with self._conn() as conn, conn.transaction():
             yield _Qmark(conn)
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[_Qmark]:
+        """The writer lock and one write transaction, in the ``?`` dialect (the graph layer's)."""
+        with self._wlock, self._tx() as db:
+            yield db
 
     @contextmanager
     def snapshot(self) -> Iterator[_Qmark]:
@@ -425,7 +441,7 @@ class PostgresStore:
         with self._conn() as conn:
             return [r[0] for r in conn.execute("SELECT name FROM namespaces ORDER BY name COLLATE \"C\"")]
 
-    def _ns_id(self, name: str, db: Any = None, create: bool = False) -> int | None:
+    def namespace_id(self, name: str, db: Any = None, create: bool = False) -> int | None:
         cached = self._ns_cache.get(name)
         if cached is not None:
             return cached
@@ -439,7 +455,7 @@ class PostgresStore:
                 conn.execute("INSERT INTO namespaces (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
                              (name, _now()))
                 row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
-                return int(row[0])  # cached only after commit
+                return int(_one(row)[0])  # cached only after commit
         if row is None:
             return None
         self._ns_cache[name] = int(row[0])
@@ -447,14 +463,14 @@ class PostgresStore:
 
     def _lock_ns(self, conn: psycopg.Connection, name: str, create: bool) -> int | None:
         """The namespace id, its row locked for this transaction (one writer per namespace)."""
-        ns = self._ns_id(name, conn, create=create)
+        ns = self.namespace_id(name, conn, create=create)
         if ns is not None:
             conn.execute("SELECT 1 FROM namespaces WHERE id=%s FOR UPDATE", (ns,))
         return ns
 
     # ------------------------------------------------------------------ writes
     def document_hash(self, namespace: str, doc_id: str) -> str | None:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return None
         with self._conn() as conn:
@@ -476,21 +492,8 @@ class PostgresStore:
                 existing = {r[0]: (r[1], r[2]) for r in conn.execute(
                     "SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)",
                     (ns, ids))}
-                todo: list[tuple[PreparedDocument, str]] = []
-                replaced: list[str] = []
-                seen: set[str] = set()
-                for d in docs:
-                    row = existing.get(d.doc_id)
-                    if d.doc_id in seen:
-                        raise ValidationError(f"document id {d.doc_id!r} appears twice in one write")
-                    seen.add(d.doc_id)
-                    if row and row[0] == d.content_hash:
-                        res.unchanged.append(d.doc_id)
-                        continue
-                    (res.updated if row else res.added).append(d.doc_id)
-                    if row:
-                        replaced.append(d.doc_id)
-                    todo.append((d, row[1] if row else now))
+                plan = plan_writes(docs, existing, now, res)
+                todo, replaced = plan.writes, plan.replaced
                 old_vecs: dict[tuple[str, str], str] = {}  # (doc_id, text_hash) -> vector text
                 removed_chunks: list[int] = []
                 removed_vecs: list[int] = []
@@ -532,22 +535,7 @@ class PostgresStore:
                         res.chunks_written += 1
                 if replaced:
                     conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced))
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
-                    self._copy(cur, "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
-                               "tokens, n_tokens, created_at, updated_at)", chunk_rows)
-                    self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
-                    self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
-                    self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
-                    if df:
-                        terms_l = list(df)
-                        cur.execute(
-                            "INSERT INTO term_df (ns_id, term, df) SELECT %s, t, n FROM unnest(%s::text[], %s::bigint[]) "
-                            "AS u(t, n) ON CONFLICT (ns_id, term) DO UPDATE SET df = term_df.df + excluded.df",
-                            (ns, terms_l, [df[t] for t in terms_l]))
-                    if keys:
-                        cur.execute("INSERT INTO metadata_keys SELECT %s, k FROM unnest(%s::text[]) AS k "
-                                    "ON CONFLICT DO NOTHING", (ns, sorted(keys)))
+                self._insert_rows(conn, ns, doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, keys)
                 conn.execute("UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
                              (len(chunk_rows), total_len, ns))
                 added_chunks = [r[0] for r in chunk_rows]
@@ -567,6 +555,28 @@ class PostgresStore:
         self._maybe_analyze(res.chunks_written)
         return res
 
+    def _insert_rows(self, conn: psycopg.Connection, ns: int, doc_rows: list[tuple[Any, ...]],
+                     chunk_rows: list[tuple[Any, ...]], post_rows: list[tuple[Any, ...]],
+                     queue_rows: list[tuple[Any, ...]], vec_rows: list[tuple[Any, ...]], df: Counter[str],
+                     keys: set[str]) -> None:
+        """The rows of one write, in bulk (COPY), and the term and metadata-key statistics."""
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
+            self._copy(cur, "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
+                       "tokens, n_tokens, created_at, updated_at)", chunk_rows)
+            self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
+            self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
+            self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
+            if df:
+                terms_l = list(df)
+                cur.execute(
+                    "INSERT INTO term_df (ns_id, term, df) SELECT %s, t, n FROM unnest(%s::text[], %s::bigint[]) "
+                    "AS u(t, n) ON CONFLICT (ns_id, term) DO UPDATE SET df = term_df.df + excluded.df",
+                    (ns, terms_l, [df[t] for t in terms_l]))
+            if keys:
+                cur.execute("INSERT INTO metadata_keys SELECT %s, k FROM unnest(%s::text[]) AS k "
+                            "ON CONFLICT DO NOTHING", (ns, sorted(keys)))
+
     def _maybe_analyze(self, n: int) -> None:
         """Refresh planner statistics after bulk writes (autovacuum catches up only later, and a
         planner that still believes the tables empty picks nested loops over a million rows)."""
@@ -584,7 +594,7 @@ class PostgresStore:
                 conn.execute(f"ANALYZE {table}")
 
     @staticmethod
-    def _copy(cur: psycopg.Cursor, target: str, rows: list[tuple]) -> None:
+    def _copy(cur: psycopg.Cursor, target: str, rows: list[tuple[Any, ...]]) -> None:
         if not rows:
             return
         with cur.copy(f"COPY {target} FROM STDIN") as cp:
@@ -595,7 +605,7 @@ class PostgresStore:
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
         assert column in ("vec_version", "chunk_version")
         row = conn.execute(f"UPDATE namespaces SET {column} = {column} + 1 WHERE id=%s RETURNING {column}", (ns,))
-        return int(row.fetchone()[0])
+        return int(_one(row.fetchone())[0])
 
     @staticmethod
     def _delete_chunk_rows(conn: psycopg.Connection, ns: int, rowids: list[int]) -> None:
@@ -681,6 +691,7 @@ class PostgresStore:
                 conn.execute("DELETE FROM postings WHERE ns_id=%s", (ns,))
                 conn.execute("DELETE FROM term_df WHERE ns_id=%s", (ns,))
                 rows = conn.execute("SELECT id, text, lang FROM chunks WHERE ns_id=%s", (ns,)).fetchall()
+                df: Counter[str]
                 post, upd, df, total = [], [], Counter(), 0
                 for rid, text, lang in rows:
                     terms = tokenize(text, lang)
@@ -709,12 +720,12 @@ class PostgresStore:
     def pending_count(self, namespace: str | None = None) -> int:
         with self._conn() as conn:
             if namespace is None:
-                return int(conn.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
-            ns = self._ns_id(namespace)
+                return int(_one(conn.execute("SELECT count(*) FROM embed_queue").fetchone())[0])
+            ns = self.namespace_id(namespace)
             if ns is None:
                 return 0
-            return int(conn.execute("SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
-                                    "WHERE c.ns_id=%s", (ns,)).fetchone()[0])
+            return int(_one(conn.execute("SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+                                         "WHERE c.ns_id=%s", (ns,)).fetchone())[0])
 
     def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
         """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
@@ -753,7 +764,7 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ versions and bulk reads
     def _version(self, namespace: str, column: str) -> int:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0
         with self._conn() as conn:
@@ -767,16 +778,16 @@ class PostgresStore:
         return self._version(namespace, "chunk_version")
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0, []
         with self.snapshot() as db:
-            version = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            version = int(_one(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
             rows = db.execute("SELECT id, tokens FROM chunks WHERE ns_id=? ORDER BY id", (ns,)).fetchall()
         return version, rows
 
     def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return []
         with self._conn() as conn:
@@ -784,12 +795,12 @@ class PostgresStore:
                                 (ns, [int(r) for r in rowids])).fetchall()
 
     def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         dim = self.embedder_info()[1] or 0
         if ns is None:
             return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         with self.snapshot() as db:
-            version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            version = int(_one(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
             ids, m = _vectors_binary(db.conn, "SELECT chunk_rowid, embedding FROM vectors WHERE ns_id=%s "
                                      "ORDER BY chunk_rowid", (ns,))
         if not len(ids):
@@ -802,14 +813,29 @@ class PostgresStore:
                                    ([int(r) for r in rowids],))
 
     # ------------------------------------------------------------------ the legs, in SQL
-    def search_sparse(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
+    def search_legs(self) -> "PostgresLegs":
+        """The BM25 and dense legs of this store, run in SQL (see :class:`PostgresLegs`)."""
+        return PostgresLegs(self)
+
+    @staticmethod
+    def _where(scope: Allowed | Filter | None) -> tuple[str, list[Any]]:
+        """A filter's WHERE fragment over ``c.metadata``: compiled once per query (``Allowed.sql``),
+        or here for a bare filter."""
+        if isinstance(scope, Allowed):
+            if scope.sql is not None:
+                return scope.sql[0], list(scope.sql[1])
+            scope = scope.flt
+        return to_pg_sql(scope, "c.metadata")
+
+    def search_sparse(self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None,
+                      k: int) -> list[tuple[int, float]]:
         """Top-k (rowid, BM25) among chunks holding a query term and passing the filter (a pre-filter:
         statistics are the namespace's, ranking is among allowed chunks). Ties go to the lower rowid."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         terms = list(dict.fromkeys(tokens))
         if ns is None or not terms or k <= 0:
             return []
-        where, fparams = to_pg_sql(flt, "c.metadata")
+        where, fparams = self._where(flt)
         join = f"JOIN chunks c ON c.id = p.chunk_rowid AND {where}" if flt is not None else ""
         # statistics and idf once per query (materialized), then float8 arithmetic per posting:
         # tf·(k1+1) / (tf + k1·(1−b) + (k1·b/avgdl)·dl) is the BM25 term weight rearranged
@@ -820,7 +846,7 @@ class PostgresStore:
                             {K1}::float8 * {B}::float8 / NULLIF(total_len::float8 / NULLIF(n_chunks, 0), 0) AS c2
                      FROM namespaces WHERE id = %s),
                  w AS MATERIALIZED (
-                     SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE 1e-6::float8 END AS idf
+                     SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE {BM25_IDF_FLOOR}::float8 END AS idf
                      FROM term_df d CROSS JOIN s,
                           LATERAL (SELECT ln((s.n - d.df::float8 + 0.5::float8) / (d.df::float8 + 0.5::float8)) AS idf) x
                      WHERE d.ns_id = %s AND d.term = ANY(%s))
@@ -832,15 +858,15 @@ class PostgresStore:
             rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
-    def search_dense(self, namespace: str, q: np.ndarray, flt: Filter | None, k: int, *,
+    def search_dense(self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *,
                      exact: bool = False) -> list[tuple[int, float]]:
         """Top-k (rowid, cosine similarity) by the HNSW index with iterative scans under the filter;
         exact when the index returns fewer than ``k`` rows while more rows pass the filter (or when
         asked: ``migrate`` verifies against an exact scan)."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None or k <= 0:
             return []
-        where, fparams = to_pg_sql(flt, "c.metadata")
+        where, fparams = self._where(flt)
         join = f"JOIN chunks c ON c.id = v.chunk_rowid AND {where}" if flt is not None else ""
         qv = _vec_text(np.asarray(q, np.float32).ravel())
         sql = (f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
@@ -848,10 +874,10 @@ class PostgresStore:
         params = [qv, *fparams, ns, qv, k]
         with self._conn() as conn, conn.transaction():
             if not exact and self.exact_threshold > 0:
-                version = conn.execute("SELECT vec_version FROM namespaces WHERE id=%s", (ns,)).fetchone()[0]
+                version = _one(conn.execute("SELECT vec_version FROM namespaces WHERE id=%s", (ns,)).fetchone())[0]
                 cached = self._vcount.get(ns)
                 if cached is None or cached[0] != version:
-                    n_vec = conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone()[0]
+                    n_vec = _one(conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone())[0]
                     cached = self._vcount[ns] = (version, int(n_vec))
                 exact = cached[1] < self.exact_threshold
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.hnsw_ef_search, min(int(k), 1000))}")
@@ -861,8 +887,8 @@ class PostgresStore:
                 conn.execute("SET LOCAL enable_bitmapscan = off")
             rows = conn.execute(sql, params).fetchall()
             if len(rows) < k and not exact:
-                n = conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s",
-                                 [*fparams, ns]).fetchone()[0]
+                n = _one(conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s",
+                                      [*fparams, ns]).fetchone())[0]
                 if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
                     conn.execute("SET LOCAL enable_indexscan = off")
                     conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -874,26 +900,28 @@ class PostgresStore:
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         return self.search_sparse(namespace, tokens, flt, k)
 
-    def filter_rowids(self, namespace: str, flt: Filter | None, among: Sequence[int] | None = None) -> np.ndarray:
-        ns = self._ns_id(namespace)
+    def filter_rowids(self, namespace: str, flt: Allowed | Filter | None,
+                      among: Iterable[int] | None = None) -> np.ndarray:
+        ns = self.namespace_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
-        where, params = to_pg_sql(flt, "metadata")
+        where, params = self._where(flt)
         if among is not None:
-            where, params = f"{where} AND id = ANY(%s)", [*params, [int(r) for r in among]]
+            where, params = f"{where} AND c.id = ANY(%s)", [*params, [int(r) for r in among]]
         with self._conn() as conn:
-            rows = conn.execute(f"SELECT id FROM chunks WHERE ns_id=%s AND {where} ORDER BY id", [ns, *params]).fetchall()
+            rows = conn.execute(f"SELECT c.id FROM chunks c WHERE c.ns_id=%s AND {where} ORDER BY c.id",
+                                [ns, *params]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def has_graph(self, namespace: str) -> bool:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return False
         with self._conn() as conn:
             return conn.execute("SELECT 1 FROM graph_state WHERE ns_id=%s", (ns,)).fetchone() is not None
 
     def metadata_keys(self, namespace: str) -> set[str]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return set()
         with self._conn() as conn:
@@ -906,7 +934,7 @@ class PostgresStore:
         return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return None
         with self.snapshot() as db:
@@ -921,7 +949,7 @@ class PostgresStore:
     def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
         """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
         tokens), in doc id order, read in one snapshot (for ``migrate``)."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return
         with self.snapshot() as db:
@@ -929,7 +957,7 @@ class PostgresStore:
             docs = db.execute("SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
                               "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), "
                               "doc_id COLLATE \"C\"", (ns,)).fetchall()
-            chunks: dict[str, list[tuple]] = {}
+            chunks: dict[str, list[tuple[Any, ...]]] = {}
             for row in db.execute("SELECT doc_id, id, chunk_id, text, text_hash, lang, tokens FROM chunks "
                                   "WHERE ns_id=? ORDER BY doc_id, ord", (ns,)):
                 chunks.setdefault(row[0], []).append(tuple(row[1:]))
@@ -938,7 +966,7 @@ class PostgresStore:
                    "chunks": chunks.get(doc_id, [])}
 
     def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return {}
         with self._conn() as conn:
@@ -946,13 +974,13 @@ class PostgresStore:
                                      (ns, list(chunk_ids))).fetchall())
 
     def counts(self, namespace: str) -> dict[str, int]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
         with self._conn() as conn:
-            d, c, v = conn.execute(
+            d, c, v = _one(conn.execute(
                 "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s), (SELECT count(*) FROM chunks WHERE ns_id=%s), "
-                "(SELECT count(*) FROM vectors WHERE ns_id=%s)", (ns, ns, ns)).fetchone()
+                "(SELECT count(*) FROM vectors WHERE ns_id=%s)", (ns, ns, ns)).fetchone())
         return {"documents": int(d), "chunks": int(c), "vectors": int(v), "pending_vectors": self.pending_count(namespace)}
 
     def integrity_check(self) -> str:
@@ -961,25 +989,25 @@ class PostgresStore:
         problems: list[str] = []
         with self.snapshot() as db:
             for ns, name in db.execute("SELECT id, name FROM namespaces ORDER BY id").fetchall():
-                n, total = db.execute("SELECT n_chunks, total_len FROM namespaces WHERE id=?", (ns,)).fetchone()
-                cn, ct = db.execute("SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?",
-                                    (ns,)).fetchone()
+                n, total = _one(db.execute("SELECT n_chunks, total_len FROM namespaces WHERE id=?", (ns,)).fetchone())
+                cn, ct = _one(db.execute("SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?",
+                                         (ns,)).fetchone())
                 if (n, total) != (cn, ct):
                     problems.append(f"{name}: BM25 statistics say {n} chunks / {total} tokens, chunks hold {cn} / {ct}")
-                bad_df = db.execute(
+                bad_df = _one(db.execute(
                     "SELECT count(*) FROM (SELECT term, count(*) AS n FROM postings WHERE ns_id=? GROUP BY term) p "
                     "FULL JOIN (SELECT term, df FROM term_df WHERE ns_id=?) d ON d.term = p.term "
-                    "WHERE p.n IS DISTINCT FROM d.df", (ns, ns)).fetchone()[0]
+                    "WHERE p.n IS DISTINCT FROM d.df", (ns, ns)).fetchone())[0]
                 if bad_df:
                     problems.append(f"{name}: {bad_df} terms with a wrong document frequency")
-                orphan = db.execute("SELECT count(*) FROM postings p WHERE p.ns_id=? AND NOT EXISTS "
-                                    "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_rowid AND c.ns_id = p.ns_id)",
-                                    (ns,)).fetchone()[0]
+                orphan = _one(db.execute("SELECT count(*) FROM postings p WHERE p.ns_id=? AND NOT EXISTS "
+                                         "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_rowid AND c.ns_id = p.ns_id)",
+                                         (ns,)).fetchone())[0]
                 if orphan:
                     problems.append(f"{name}: {orphan} postings of missing chunks")
-                lost = db.execute("SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-                                  "(SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) AND NOT EXISTS "
-                                  "(SELECT 1 FROM embed_queue q WHERE q.chunk_rowid = c.id)", (ns,)).fetchone()[0]
+                lost = _one(db.execute("SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+                                       "(SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) AND NOT EXISTS "
+                                       "(SELECT 1 FROM embed_queue q WHERE q.chunk_rowid = c.id)", (ns,)).fetchone())[0]
                 if lost:
                     problems.append(f"{name}: {lost} chunks with neither a vector nor a queue entry")
         return "ok" if not problems else "; ".join(problems)
@@ -989,7 +1017,7 @@ class PostgresStore:
             row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN "
                                "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
                                (self.schema,)).fetchone()
-        return int(row[0])
+        return int(_one(row)[0])
 
     def close(self) -> None:
         pool, self._pool = self._pool, None
@@ -1001,3 +1029,46 @@ class PostgresStore:
             self.close()
         except Exception:
             pass
+
+
+class PostgresLegs:
+    """The legs of the PostgreSQL backend (the ``Legs`` protocol of ``hybridmem.retrieve``): BM25
+    from the store's own postings and pgvector HNSW, both in SQL, the filter compiled once per query
+    into the WHERE fragment every leg joins on. No in-process index, so nothing to keep in step."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+
+    def prepare(self, namespace: str, mode: str) -> None:
+        return None
+
+    def allowed(self, namespace: str, flt: Filter) -> Allowed:
+        return Allowed(flt, sql=to_pg_sql(flt, "c.metadata"))
+
+    def allowed_rowids(self, namespace: str, allowed: Allowed) -> np.ndarray:
+        return allowed.rowids if allowed.rowids is not None else self.store.filter_rowids(namespace, allowed)
+
+    def sparse(self, namespace: str, terms: Sequence[str], allowed: Allowed | None, k: int) -> list[tuple[int, float]]:
+        return self.store.search_sparse(namespace, terms, allowed, k) if terms else []
+
+    def dense(self, namespace: str, text: str, encoder: Any, allowed: Allowed | None,
+              k: int) -> list[tuple[int, float]]:
+        if self.store.vector_version(namespace) == 0:
+            return []  # nothing ever embedded in this namespace: do not even load the model
+        q = encoder.vector(text)
+        _, dim = self.store.embedder_info_cached()  # no round trip per query
+        if dim and q.shape[0] != dim:
+            raise EmbedderMismatchError(self.store.embedder_info()[0] or "?", dim, encoder.name, q.shape[0])
+        return self.store.search_dense(namespace, q, allowed, k)
+
+    def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
+        return write()
+
+    def wait_ready(self, namespace: str, timeout: float | None = None) -> bool:
+        return True  # the server keeps its indexes
+
+    def dense_kind(self, namespace: str, n_vectors: int) -> str:
+        return "pgvector-hnsw" if n_vectors >= self.store.exact_threshold else "exact"
+
+    def reset_dense(self) -> None:
+        return None

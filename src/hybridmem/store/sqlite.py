@@ -11,7 +11,7 @@ import json
 import sqlite3
 import threading
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import NotFoundError, StoreError, ValidationError
-from ..retrieve.filters import Filter, to_sql
+from ..filters import Filter
+from .sql_filters import to_sql
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
-from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record
+from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .graph_sql import delete_graph_provenance, graph_tables
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
@@ -187,7 +188,8 @@ class SQLiteStore:
         return db
 
     @property
-    def _r(self) -> sqlite3.Connection:
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection (the graph layer reads through it)."""
         db = getattr(self._local, "db", None)
         if db is None:
             db = self._local.db = self._connect()
@@ -231,13 +233,13 @@ class SQLiteStore:
             self._w.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def embedder_info(self) -> tuple[str | None, int | None]:
-        name = self._meta_get(self._r, "embedder")
-        dim = self._meta_get(self._r, "dim")
+        name = self._meta_get(self.reader, "embedder")
+        dim = self._meta_get(self.reader, "dim")
         return name, (int(dim) if dim else None)
 
     def set_embedder(self, name: str, dim: int | None, *, reset_vectors: bool = False) -> None:
         """Record the embedder; with ``reset_vectors`` drop every vector and queue every chunk."""
-        with self._wlock, self._tx() as db:
+        with self.write_transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?)", (name,))
             if dim:
                 db.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
@@ -263,13 +265,19 @@ class SQLiteStore:
             else:
                 self.db.execute("ROLLBACK")
 
+    @contextmanager
+    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+        """The writer lock and one write transaction (the graph layer writes through it)."""
+        with self._wlock, self._tx() as db:
+            yield db
+
     def _tx(self) -> "SQLiteStore._Tx":
         return SQLiteStore._Tx(self._w)
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
         """This thread's reader inside one read transaction: every statement sees one snapshot."""
-        db = self._r
+        db = self.reader
         db.execute("BEGIN")
         try:
             yield db
@@ -278,18 +286,19 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
-        return [r[0] for r in self._r.execute("SELECT name FROM namespaces ORDER BY name")]
+        return [r[0] for r in self.reader.execute("SELECT name FROM namespaces ORDER BY name")]
 
-    def _ns_id(self, name: str, db: sqlite3.Connection | None = None, create: bool = False) -> int | None:
+    def namespace_id(self, name: str, db: sqlite3.Connection | None = None, create: bool = False) -> int | None:
         cached = self._ns_cache.get(name)  # one lookup: a writer may pop the entry concurrently
         if cached is not None:
             return cached
-        db = db or self._r
+        db = db or self.reader
         row = db.execute("SELECT id FROM namespaces WHERE name=?", (name,)).fetchone()
         if row is None:
             if not create:
                 return None
             cur = db.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?)", (name, _now()))
+            assert cur.lastrowid is not None  # set by the INSERT
             ns_id = int(cur.lastrowid)
             db.execute(f"CREATE VIRTUAL TABLE {_fts(ns_id)} USING fts5(tokens, tokenize=\"{_FTS_TOKENIZE}\")")
             return ns_id  # cached only after commit (see write_documents)
@@ -298,10 +307,10 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ writes
     def document_hash(self, namespace: str, doc_id: str) -> str | None:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return None
-        row = self._r.execute(
+        row = self.reader.execute(
             "SELECT content_hash FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)
         ).fetchone()
         return row[0] if row else None
@@ -316,7 +325,7 @@ class SQLiteStore:
         with self._wlock:
             try:
                 with self._tx() as db:
-                    ns = self._ns_id(namespace, db, create=True)
+                    ns = self.namespace_id(namespace, db, create=True)
                     assert ns is not None
                     fts = _fts(ns)
                     added_vecs: list[int] = []
@@ -324,17 +333,19 @@ class SQLiteStore:
                     added_chunks: list[int] = []
                     removed_chunks: list[int] = []
                     keys: set[str] = set()
+                    existing: dict[str, tuple[str, str]] = {}
                     for d in docs:
                         row = db.execute(
                             "SELECT content_hash, created_at FROM documents WHERE ns_id=? AND doc_id=?",
                             (ns, d.doc_id),
                         ).fetchone()
-                        if row and row[0] == d.content_hash:
-                            res.unchanged.append(d.doc_id)
-                            continue
-                        created = row[1] if row else now
-                        old_vecs: dict[str, bytes] = {}
                         if row:
+                            existing[d.doc_id] = (row[0], row[1])
+                    plan = plan_writes(docs, existing, now, res)
+                    replaced = set(plan.replaced)
+                    for d, created in plan.writes:
+                        old_vecs: dict[str, bytes] = {}
+                        if d.doc_id in replaced:
                             old = db.execute(
                                 "SELECT c.id, c.text_hash, v.vec FROM chunks c LEFT JOIN vectors v "
                                 "ON v.chunk_rowid = c.id WHERE c.ns_id=? AND c.doc_id=?",
@@ -344,9 +355,6 @@ class SQLiteStore:
                             removed_vecs += [i for i, _, v in old if v is not None]
                             removed_chunks += [i for i, _, _ in old]
                             self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
-                            res.updated.append(d.doc_id)
-                        else:
-                            res.added.append(d.doc_id)
                         meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
                         db.execute(
                             "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -362,6 +370,7 @@ class SQLiteStore:
                                 (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json,
                                  created, now),
                             )
+                            assert cur.lastrowid is not None  # set by the INSERT
                             rid = int(cur.lastrowid)
                             added_chunks.append(rid)
                             db.execute(f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)", (rid, toks))
@@ -410,8 +419,8 @@ class SQLiteStore:
         Returns the ids that were found."""
         res = WriteResult()
         found: list[str] = []
-        with self._wlock, self._tx() as db:
-            ns = self._ns_id(namespace, db)
+        with self.write_transaction() as db:
+            ns = self.namespace_id(namespace, db)
             if ns is None:
                 return found, res
             fts = _fts(ns)
@@ -458,7 +467,7 @@ class SQLiteStore:
         from ..text.tokenize import tokenize
 
         n = 0
-        with self._wlock, self._tx() as db:
+        with self.write_transaction() as db:
             for (ns,) in db.execute("SELECT id FROM namespaces").fetchall():
                 fts = _fts(ns)
                 db.execute(f"DELETE FROM {fts}")
@@ -474,7 +483,7 @@ class SQLiteStore:
     # ------------------------------------------------------------------ embedding queue
     def pending(self, limit: int) -> list[tuple[int, str, str, str]]:
         """(rowid, namespace, text, text_hash) of chunks waiting for a vector, oldest first."""
-        return self._r.execute(
+        return self.reader.execute(
             "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
             "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT ?",
             (limit,),
@@ -482,14 +491,14 @@ class SQLiteStore:
 
     def pending_count(self, namespace: str | None = None) -> int:
         if namespace is None:
-            return int(self._r.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
-        ns = self._ns_id(namespace)
+            return int(self.reader.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0
         # CROSS JOIN keeps the queue as the outer loop: a plain JOIN let the planner walk every chunk
         # of the namespace (~30 ms at 100k chunks, on every vector/hybrid query) to count an empty queue
         return int(
-            self._r.execute(
+            self.reader.execute(
                 "SELECT count(*) FROM embed_queue q CROSS JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id=?",
                 (ns,),
             ).fetchone()[0]
@@ -498,7 +507,7 @@ class SQLiteStore:
     def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
         """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
         res = WriteResult()
-        with self._wlock, self._tx() as db:
+        with self.write_transaction() as db:
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:
                 row = db.execute("SELECT ns_id, text_hash FROM chunks WHERE id=?", (rid,)).fetchone()
@@ -520,23 +529,23 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ reads
     def vector_version(self, namespace: str) -> int:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0
-        return int(self._r.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+        return int(self.reader.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
 
     def chunk_version(self, namespace: str) -> int:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0
-        return int(self._r.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+        return int(self.reader.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
         """(chunk version, [(rowid, space-joined tokens)]) of a namespace, read in one snapshot."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return 0, []
-        db = self._r
+        db = self.reader
         db.execute("BEGIN")
         try:
             version = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
@@ -546,25 +555,25 @@ class SQLiteStore:
         return version, rows
 
     def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return []
         out: list[tuple[int, str]] = []
         rowids = list(rowids)
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
-            out += self._r.execute(
+            out += self.reader.execute(
                 f"SELECT rowid, tokens FROM {_fts(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid", part
             ).fetchall()
         return out
 
     def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
         """(version, rowids, matrix) of every embedded chunk of a namespace, read in one snapshot."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         dim = self.embedder_info()[1] or 0
         if ns is None:
             return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        db = self._r
+        db = self.reader
         db.execute("BEGIN")
         try:
             version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
@@ -587,7 +596,7 @@ class SQLiteStore:
         blobs: list[bytes] = []
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
-            for rid, blob in self._r.execute(
+            for rid, blob in self.reader.execute(
                 f"SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({','.join('?' * len(part))})", part
             ):
                 out_ids.append(rid)
@@ -600,7 +609,7 @@ class SQLiteStore:
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         """Top-k (rowid, score) by FTS5 BM25 (k1=1.2, b=0.75), the filter applied before ranking.
         Scores are negated so that higher is better."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None or not tokens:
             return []
         where, params = to_sql(flt, "c.metadata")
@@ -612,46 +621,46 @@ class SQLiteStore:
             else f"SELECT rowid, bm25({fts}) AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s LIMIT ?"
         )
         try:
-            rows = self._r.execute(sql, [_fts_query(tokens), *params, k]).fetchall()
+            rows = self.reader.execute(sql, [_fts_query(tokens), *params, k]).fetchall()
         except sqlite3.OperationalError as e:
             raise StoreError(f"BM25 query failed: {e}") from e
         return [(int(r), -float(s)) for r, s in rows]
 
-    def filter_rowids(self, namespace: str, flt: Filter | None, among: Sequence[int] | None = None) -> np.ndarray:
+    def filter_rowids(self, namespace: str, flt: Filter | None, among: Iterable[int] | None = None) -> np.ndarray:
         """Rowids of the namespace's chunks the filter allows; only among ``among`` when given (the
         chunks a write added: an allowed set is kept up to date from them)."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
         where, params = to_sql(flt, "metadata")
         sql = f"SELECT id FROM chunks WHERE ns_id=? AND {where}"
         if among is None:
-            rows = self._r.execute(sql, [ns, *params]).fetchall()
+            rows = self.reader.execute(sql, [ns, *params]).fetchall()
         else:
             among = sorted({int(r) for r in among})
             rows = []
             for i in range(0, len(among), 500):
                 part = among[i : i + 500]
-                rows += self._r.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]).fetchall()
+                rows += self.reader.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def has_graph(self, namespace: str) -> bool:
         """True once ``graph build`` ran for the namespace (cheap: no graph module is loaded)."""
-        ns = self._ns_id(namespace)
-        return ns is not None and self._r.execute("SELECT 1 FROM graph_state WHERE ns_id=?", (ns,)).fetchone() is not None
+        ns = self.namespace_id(namespace)
+        return ns is not None and self.reader.execute("SELECT 1 FROM graph_state WHERE ns_id=?", (ns,)).fetchone() is not None
 
     def metadata_keys(self, namespace: str) -> set[str]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return set()
-        return {r[0] for r in self._r.execute("SELECT key FROM metadata_keys WHERE ns_id=?", (ns,))}
+        return {r[0] for r in self.reader.execute("SELECT key FROM metadata_keys WHERE ns_id=?", (ns,))}
 
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         out: dict[int, ChunkRow] = {}
         rowids = list(rowids)
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
-            for r in self._r.execute(
+            for r in self.reader.execute(
                 "SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks "
                 f"WHERE id IN ({','.join('?' * len(part))})",
                 part,
@@ -660,14 +669,14 @@ class SQLiteStore:
         return out
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return None
-        row = self._r.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
+        row = self.reader.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
                               (ns, doc_id)).fetchone()
         if row is None:
             return None
-        chunks = self._r.execute(
+        chunks = self.reader.execute(
             "SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord", (ns, doc_id)
         ).fetchall()
         return document_record(row, json.loads(row[2]), chunks)
@@ -675,7 +684,7 @@ class SQLiteStore:
     def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
         """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
         tokens), in doc id order, read in one snapshot (for ``migrate``)."""
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return
         db = self._connect()  # its own connection: the caller may write elsewhere meanwhile
@@ -696,22 +705,22 @@ class SQLiteStore:
             db.close()
 
     def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return {}
         out: dict[str, int] = {}
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            out.update(self._r.execute(f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN "
+            out.update(self.reader.execute(f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN "
                                        f"({','.join('?' * len(part))})", [ns, *part]).fetchall())
         return out
 
     def counts(self, namespace: str) -> dict[str, int]:
-        ns = self._ns_id(namespace)
+        ns = self.namespace_id(namespace)
         if ns is None:
             return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
-        db = self._r
+        db = self.reader
         return {
             "documents": db.execute("SELECT count(*) FROM documents WHERE ns_id=?", (ns,)).fetchone()[0],
             "chunks": db.execute("SELECT count(*) FROM chunks WHERE ns_id=?", (ns,)).fetchone()[0],
@@ -722,7 +731,7 @@ class SQLiteStore:
         }
 
     def integrity_check(self) -> str:
-        return str(self._r.execute("PRAGMA integrity_check").fetchone()[0])
+        return str(self.reader.execute("PRAGMA integrity_check").fetchone()[0])
 
     def size_bytes(self) -> int:
         if self.path == ":memory:":

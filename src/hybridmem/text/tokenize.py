@@ -11,6 +11,7 @@ import functools
 import re
 import unicodedata
 from collections import Counter
+from typing import Any, cast
 
 from .stopwords import ALL as STOPWORDS
 from .stopwords import BY_LANG
@@ -57,7 +58,7 @@ def detect_language(text: str) -> str | None:
         return "zh"
     if not words:
         return None
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for w in words:
         if len(w) < 2:  # elided French articles (l', d') are stopwords, but "T cells" is not French
             continue
@@ -71,7 +72,7 @@ def detect_language(text: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=8)
-def _stemmer(lang: str):
+def _stemmer(lang: str) -> Any:
     import Stemmer  # PyStemmer: Snowball in C
 
     return Stemmer.Stemmer(_SNOWBALL[lang], 100_000)
@@ -80,7 +81,7 @@ def _stemmer(lang: str):
 def _stem(word: str, lang: str | None) -> str:
     if lang not in _SNOWBALL or not _ALPHA.match(word):
         return word
-    return _stemmer(lang).stemWord(word)
+    return cast(str, _stemmer(lang).stemWord(word))  # PyStemmer has no type hints
 
 
 def _cjk_tokens(run: str) -> list[str]:

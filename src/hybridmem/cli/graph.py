@@ -1,8 +1,9 @@
-"""``hybridmem graph …`` commands (a typer sub-app registered by ``hybridmem.cli``): thin
-adapters over :class:`hybridmem.graph.GraphRAG`."""
+"""``hybridmem graph …`` commands (a typer sub-app): thin adapters over :class:`hybridmem.graph.GraphRAG`,
+reached as ``Memory.graph``."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -11,62 +12,33 @@ import typer
 from rich.table import Table
 
 from ..errors import HybridMemError, ValidationError
+from .common import CliContext, cli_context, err, fail, out, progress
+from .render import emit, print_graph_report
 
-__all__ = ["register", "print_global"]
+__all__ = ["graph_app", "register"]
 
 graph_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                         help="GraphRAG: entity graph, communities and their summaries, global answers.")
 
 
-_PARENT: list[Any] = []
-
-
-def _cli() -> Any:
-    """The parent CLI module (its state, _open, _fail, consoles): the one that registered this
-    sub-app, which is ``__main__`` under ``python -m hybridmem.cli``."""
-    if _PARENT:
-        return _PARENT[0]
-    from .. import cli
-
-    return cli
-
-
-def _report(rep: Any) -> None:
-    c = _cli()
-    c.out.print(
-        f"namespace {rep.namespace!r}: {rep.chunks_extracted} chunks extracted ({rep.extractor}) in {rep.extract_s:.2f}s · "
-        f"{rep.entities} entities, {rep.relations} typed relations, {rep.cooccurrence_edges} co-occurrence edges · "
-        f"{rep.communities} communities on {rep.levels} level(s) in {rep.detect_s:.2f}s · summaries: "
-        f"{rep.summaries_made} made ({rep.summarizer}), {rep.summaries_reused} reused, {rep.summaries_pruned} pruned · LLM calls: {rep.llm_calls} · "
-        f"{rep.took_s:.2f}s",
-        markup=False, highlight=False,
-    )
-    if rep.usage:
-        c.out.print(c._usage_line(rep.usage), markup=False, highlight=False)
-
-
-def _run_update(rebuild: bool, llm: Optional[str], extractor: str, summarizer: str, max_cluster_size: Optional[int],
-                max_levels: Optional[int], batch_size: int, as_json: bool) -> None:
-    c = _cli()
+def _run_update(cli: CliContext, rebuild: bool, llm: Optional[str], extractor: str, summarizer: str,
+                max_cluster_size: Optional[int], max_levels: Optional[int], batch_size: int, as_json: bool) -> None:
     try:
-        with c._open(create=False, llm=llm) as mem:
-            with c._progress() as prog:
+        with cli.open_memory(create=False, llm=llm) as mem:
+            with progress() as prog:
                 tasks: dict[str, Any] = {}
 
-                def progress(stage: str, n: int, total: int | None) -> None:
+                def on_progress(stage: str, n: int, total: int | None) -> None:
                     if stage not in tasks:
                         tasks[stage] = prog.add_task(stage, total=total)
                     prog.advance(tasks[stage], n)
 
                 rep = mem.graph.update(rebuild=rebuild, extractor=extractor, summarizer=summarizer,
                                        max_cluster_size=max_cluster_size, max_levels=max_levels,
-                                       batch_size=batch_size, progress=progress)
-        if as_json:
-            sys.stdout.write(rep.model_dump_json(indent=2) + "\n")
-        else:
-            _report(rep)
+                                       batch_size=batch_size, progress=on_progress)
+        emit(rep, as_json, print_graph_report)
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
 _EXTRACTOR = "rules (offline), llm, or auto (the LLM when one is configured)."
@@ -75,6 +47,7 @@ _SUMMARIZER = "extractive (offline), llm, or auto (the LLM when one is configure
 
 @graph_app.command("build")
 def build(
+    ctx: typer.Context,
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."),
     extractor: str = typer.Option("auto", "--extractor", help=_EXTRACTOR),
     summarizer: str = typer.Option("auto", "--summarizer", help=_SUMMARIZER),
@@ -84,11 +57,12 @@ def build(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Build the namespace's graph from scratch: extract every chunk, detect communities, summarize."""
-    _run_update(True, llm, extractor, summarizer, max_cluster_size, max_levels, batch_size, as_json)
+    _run_update(cli_context(ctx), True, llm, extractor, summarizer, max_cluster_size, max_levels, batch_size, as_json)
 
 
 @graph_app.command("update")
 def update(
+    ctx: typer.Context,
     llm: Optional[str] = typer.Option(None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."),
     extractor: str = typer.Option("auto", "--extractor", help=_EXTRACTOR),
     summarizer: str = typer.Option("auto", "--summarizer", help=_SUMMARIZER),
@@ -98,15 +72,14 @@ def update(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Incremental refresh: extract only new/changed chunks, re-summarize only changed communities."""
-    _run_update(False, llm, extractor, summarizer, max_cluster_size, max_levels, batch_size, as_json)
+    _run_update(cli_context(ctx), False, llm, extractor, summarizer, max_cluster_size, max_levels, batch_size, as_json)
 
 
 @graph_app.command("status")
-def status(as_json: bool = typer.Option(False, "--json")) -> None:
+def status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
     """Entities, relations, fresh/stale communities, chunks waiting for extraction, summary ages."""
-    c = _cli()
     try:
-        with c._open(create=False) as mem:
+        with cli_context(ctx).open_memory(create=False) as mem:
             st = mem.graph.status()
         if as_json:
             sys.stdout.write(st.model_dump_json(indent=2) + "\n")
@@ -114,34 +87,32 @@ def status(as_json: bool = typer.Option(False, "--json")) -> None:
         t = Table(show_header=False, box=None)
         for k, v in st.model_dump().items():
             t.add_row(k, str(v))
-        c.out.print(t)
+        out.print(t)
         if not st.built:
-            c.out.print("no graph yet: run `hybridmem graph build`", markup=False)
+            out.print("no graph yet: run `hybridmem graph build`", markup=False)
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
 @graph_app.command("communities")
 def communities(
+    ctx: typer.Context,
     level: Optional[int] = typer.Option(None, "--level", "-l", help="Only this level (0 = top)."),
     limit: int = typer.Option(20, "--limit", help="Communities shown."),
     full: bool = typer.Option(False, "--full", help="Print each summary in full."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """List communities with their title, size, freshness and summary."""
-    c = _cli()
     try:
-        with c._open(create=False) as mem:
+        with cli_context(ctx).open_memory(create=False) as mem:
             comms = mem.graph.communities(level=level)
             stale = mem.graph.stale_community_ids()
         if as_json:
-            import json
-
             sys.stdout.write(json.dumps([{**x.__dict__, "stale": x.community_id in stale} for x in comms[:limit]],
                                         ensure_ascii=False, indent=2) + "\n")
             return
         if not comms:
-            c.out.print("no communities: run `hybridmem graph build`", markup=False)
+            out.print("no communities: run `hybridmem graph build`", markup=False)
             return
         t = Table()
         for col in ("id", "level", "parent", "size", "state", "title", "summary"):
@@ -150,95 +121,77 @@ def communities(
             summ = x.summary if full else (x.summary[:160] + ("…" if len(x.summary) > 160 else ""))
             t.add_row(x.community_id, str(x.level), x.parent or "", str(len(x.members)),
                       "stale" if x.community_id in stale else "fresh", x.title, summ)
-        c.out.print(t)
+        out.print(t)
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
 @graph_app.command("show")
-def show(entity: str = typer.Argument(..., help="An entity name (any case/accent/separator variant)."),
+def show(ctx: typer.Context,
+         entity: str = typer.Argument(..., help="An entity name (any case/accent/separator variant)."),
          as_json: bool = typer.Option(False, "--json")) -> None:
     """An entity: type, the chunks and documents it comes from, its relations and communities."""
-    c = _cli()
     try:
-        with c._open(create=False) as mem:
+        with cli_context(ctx).open_memory(create=False) as mem:
             info = mem.graph.show(entity)
         if as_json:
-            import json
-
             sys.stdout.write(json.dumps(info, ensure_ascii=False, indent=2) + "\n")
             return
-        c.out.print(f"{info['name']} ({info['type']}) — communities: {', '.join(info['communities']) or '–'}",
-                    markup=False, highlight=False)
-        c.out.print(f"documents: {', '.join(info['documents'])}", markup=False, highlight=False)
-        c.out.print(f"chunks: {', '.join(info['chunks'])}", markup=False, highlight=False)
+        out.print(f"{info['name']} ({info['type']}) — communities: {', '.join(info['communities']) or '–'}",
+                  markup=False, highlight=False)
+        out.print(f"documents: {', '.join(info['documents'])}", markup=False, highlight=False)
+        out.print(f"chunks: {', '.join(info['chunks'])}", markup=False, highlight=False)
         for r in info["relations_out"]:
-            c.out.print(f"  → {r['type']} {r['target']} (weight {r['weight']:g})", markup=False, highlight=False)
+            out.print(f"  → {r['type']} {r['target']} (weight {r['weight']:g})", markup=False, highlight=False)
         for r in info["relations_in"]:
-            c.out.print(f"  ← {r['type']} {r['source']} (weight {r['weight']:g})", markup=False, highlight=False)
+            out.print(f"  ← {r['type']} {r['source']} (weight {r['weight']:g})", markup=False, highlight=False)
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
 @graph_app.command("export")
 def export(
+    ctx: typer.Context,
     fmt: str = typer.Option("json", "--format", help="graphml or json."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="File to write (default: stdout)."),
 ) -> None:
     """Export the graph (entities with provenance and communities, relations) as GraphML or JSON."""
-    c = _cli()
     try:
         if fmt.lower() not in ("json", "graphml"):
             raise ValidationError(f"unknown export format {fmt!r}; use graphml or json", field="--format")
-        with c._open(create=False) as mem:
+        with cli_context(ctx).open_memory(create=False) as mem:
             text = mem.graph.export(fmt)
         if output is None:
             sys.stdout.write(text + "\n")
         else:
             output.write_text(text + "\n", encoding="utf-8")
-            c.err.print(f"wrote {output}", markup=False, highlight=False)
+            err.print(f"wrote {output}", markup=False, highlight=False)
     except OSError as e:
-        raise c._fail(HybridMemError(f"cannot write {output}: {e.strerror}")) from None
+        raise fail(HybridMemError(f"cannot write {output}: {e.strerror}")) from None
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
 @graph_app.command("plot")
 def plot(
+    ctx: typer.Context,
     output: Path = typer.Option(Path("graph.png"), "--output", "-o", help="PNG file to write."),
     top: int = typer.Option(8, "--top", help="Largest communities drawn."),
     level: Optional[int] = typer.Option(None, "--level", help="Community level (default: the top level)."),
 ) -> None:
     """A PNG of the largest communities: nodes coloured by community, sized by degree."""
-    c = _cli()
     try:
         if top < 1:
             raise ValidationError("--top must be at least 1", field="--top")
-        with c._open(create=False) as mem:
+        with cli_context(ctx).open_memory(create=False) as mem:
             info = mem.graph.plot(str(output), top=top, level=level)
-        c.out.print(f"wrote {info['path']}: {info['nodes']} entities, {info['edges']} edges, communities "
-                    f"{', '.join(info['communities'])}", markup=False, highlight=False)
+        out.print(f"wrote {info['path']}: {info['nodes']} entities, {info['edges']} edges, communities "
+                  f"{', '.join(info['communities'])}", markup=False, highlight=False)
     except OSError as e:
-        raise c._fail(HybridMemError(f"cannot write {output}: {e}")) from None
+        raise fail(HybridMemError(f"cannot write {output}: {e}")) from None
     except HybridMemError as e:
-        raise c._fail(e) from None
+        raise fail(e) from None
 
 
-def print_global(ans: Any) -> None:
-    c = _cli()
-    c.out.print(ans.answer, markup=False, highlight=False)
-    c.out.print()
-    c.out.print(f"communities: {', '.join(ans.community_ids) or '–'} · chunks: {', '.join(ans.chunk_ids) or '–'}",
-                markup=False, highlight=False)
-    c.out.print(f"answerer: {ans.answerer} · level {ans.level} · {ans.communities_used}/{ans.communities_total} "
-                f"community summaries read · ~{ans.prompt_tokens} prompt tokens · {ans.took_ms:.0f} ms",
-                markup=False, highlight=False)
-    for note in ans.notes:
-        c.out.print(f"note: {note}", markup=False, highlight=False)
-    if ans.usage:
-        c.out.print(c._usage_line(ans.usage), markup=False, highlight=False)
-
-
-def register(app: typer.Typer, parent: Any) -> None:
-    _PARENT[:] = [parent]
+def register(app: typer.Typer) -> None:
     app.add_typer(graph_app, name="graph")

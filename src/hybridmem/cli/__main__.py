@@ -1,0 +1,6 @@
+"""``python -m hybridmem.cli``."""
+
+from . import main
+
+if __name__ == "__main__":
+    main()

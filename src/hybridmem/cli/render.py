@@ -1,0 +1,182 @@
+"""Human-readable output: result tables, answers, usage lines, reports."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.table import Table
+
+from ..models import Answer, QueryResponse, Usage
+from .common import err, out
+
+__all__ = ["emit", "print_answer", "print_eval", "print_global", "print_graph_report", "print_migrate", "print_response",
+           "usage_line"]
+
+
+def usage_line(u: Usage) -> str:
+    return (f"usage: {u.calls} LLM call{'s' if u.calls != 1 else ''} ({u.http_requests} HTTP request"
+            f"{'s' if u.http_requests != 1 else ''}), {u.prompt_tokens} prompt + {u.completion_tokens} completion "
+            f"tokens, {u.latency_ms:.0f} ms")
+
+
+def _results_table(resp: QueryResponse) -> Table:
+    table = Table(show_lines=False, header_style="bold", expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("chunk_id", no_wrap=True, overflow="fold")
+    table.add_column("rrf", justify="right", no_wrap=True)
+    table.add_column("bm25", justify="right", no_wrap=True)
+    table.add_column("dense", justify="right", no_wrap=True)
+    table.add_column("exact", justify="right", no_wrap=True)
+    if "graph" in resp.legs:
+        table.add_column("graph", justify="right", no_wrap=True)
+    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
+    table.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
+    for i, r in enumerate(resp.results, start=1):
+        snippet = " ".join(r.text.split())
+        table.add_row(
+            str(i), r.chunk_id, f"{r.rrf_score:.4f}",
+            str(r.ranks.get("bm25", "–")), str(r.ranks.get("dense", "–")), str(r.ranks.get("exact", "–")),
+            *([str(r.ranks.get("graph", "–"))] if "graph" in resp.legs else []),
+            r.source or "", snippet,
+        )
+    return table
+
+
+def print_response(resp: QueryResponse) -> None:
+    out.print(_results_table(resp))
+    legs = ", ".join(
+        f"{n}: {leg.status}" + (f" {leg.took_ms:.1f} ms" if leg.status == "ok" else f" ({leg.error})" if leg.error else "")
+        for n, leg in resp.legs.items()
+    )
+    out.print(f"{resp.total_retrieved} results, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}", highlight=False)
+    if resp.reranker:
+        state_ = "reranked" if resp.reranked else "NOT reranked (fused order)"
+        out.print(f"{state_} by {resp.reranker}; rrf is the fused score", highlight=False, markup=False)
+    if resp.rerank_note:
+        out.print(f"rerank note: {resp.rerank_note}", highlight=False, markup=False)
+    if resp.usage:
+        out.print(usage_line(resp.usage), highlight=False, markup=False)
+    if resp.pending_vectors:
+        out.print(f"note: {resp.pending_vectors} chunks still wait for vectors (not in the dense leg yet)")
+
+
+def print_answer(ans: Answer) -> None:
+    out.print(ans.answer, markup=False, highlight=False)
+    out.print()
+    if ans.citations:
+        out.print("[bold]sources[/]")
+        for c in ans.citations:
+            out.print(f"  [{c.chunk_id}] {c.doc_id}" + (f" — {c.source}" if c.source else ""), markup=False, highlight=False)
+    elif ans.results:
+        out.print("closest passages (not cited): " + ", ".join(r.chunk_id for r in ans.results[:3]),
+                  markup=False, highlight=False)
+    if ans.invented_citations:
+        out.print(f"removed invented citations: {', '.join(ans.invented_citations)}", markup=False, highlight=False)
+    rr = f"{ans.reranker} ({'reranked' if ans.reranked else 'fused order kept'})" if ans.reranker else "none"
+    out.print(f"answerer: {ans.answerer} · reranker: {rr} · {len(ans.results)} chunks of context · {ans.took_ms:.0f} ms",
+              markup=False, highlight=False)
+    _notes_and_usage(ans)
+
+
+def _notes_and_usage(ans: Any) -> None:
+    """The notes of an answer, one a line, then its token usage when a model ran."""
+    for note in ans.notes:
+        out.print(f"note: {note}", markup=False, highlight=False)
+    if ans.usage:
+        out.print(usage_line(ans.usage), markup=False, highlight=False)
+
+
+def emit(obj: Any, as_json: bool, printer: Callable[[Any], None]) -> None:
+    """``obj`` (a pydantic model) as indented JSON on stdout with ``--json``, else by ``printer``."""
+    if as_json:
+        sys.stdout.write(obj.model_dump_json(indent=2) + "\n")
+    else:
+        printer(obj)
+
+
+def print_global(ans: Any) -> None:
+    """A :class:`hybridmem.graph.GlobalAnswer` (``ask --global``)."""
+    out.print(ans.answer, markup=False, highlight=False)
+    out.print()
+    out.print(f"communities: {', '.join(ans.community_ids) or '–'} · chunks: {', '.join(ans.chunk_ids) or '–'}",
+              markup=False, highlight=False)
+    out.print(f"answerer: {ans.answerer} · level {ans.level} · {ans.communities_used}/{ans.communities_total} "
+              f"community summaries read · ~{ans.prompt_tokens} prompt tokens · {ans.took_ms:.0f} ms",
+              markup=False, highlight=False)
+    _notes_and_usage(ans)
+
+
+def print_graph_report(rep: Any) -> None:
+    """A :class:`hybridmem.graph.GraphReport` (``graph build`` / ``graph update``)."""
+    out.print(
+        f"namespace {rep.namespace!r}: {rep.chunks_extracted} chunks extracted ({rep.extractor}) in {rep.extract_s:.2f}s · "
+        f"{rep.entities} entities, {rep.relations} typed relations, {rep.cooccurrence_edges} co-occurrence edges · "
+        f"{rep.communities} communities on {rep.levels} level(s) in {rep.detect_s:.2f}s · summaries: "
+        f"{rep.summaries_made} made ({rep.summarizer}), {rep.summaries_reused} reused, {rep.summaries_pruned} pruned · LLM calls: {rep.llm_calls} · "
+        f"{rep.took_s:.2f}s",
+        markup=False, highlight=False,
+    )
+    if rep.usage:
+        out.print(usage_line(rep.usage), markup=False, highlight=False)
+
+
+def print_migrate(rep: Any) -> None:
+    """A :class:`hybridmem.migrate` report: counts per namespace, the verdict, the first mismatches."""
+    t = Table("namespace", "documents", "chunks", "vectors", "pending", "entities", "relations", "communities")
+    for ns, c in rep.namespaces.items():
+        t.add_row(ns, *(str(c[k]) for k in ("documents", "chunks", "vectors", "pending_vectors", "graph_entities",
+                                            "graph_relations", "graph_communities")))
+    out.print(t)
+    verdict = "verified" if rep.ok else "VERIFICATION FAILED"
+    out.print(f"{verdict}: {rep.queries_checked} sample queries compared, {len(rep.mismatches)} mismatches; "
+              f"{rep.source} -> {rep.destination} in {rep.seconds:.1f} s", highlight=False, markup=False)
+    for m in rep.mismatches[:20]:
+        err.print(f"  {m}", highlight=False, markup=False)
+
+
+def _eval_tables(results: dict[str, Any], ok: dict[str, Any]) -> None:
+    ds = results["dataset"]
+    cats = [c for c in ds["categories"] if c != "all"]
+    t = Table(title="overall", title_justify="left")
+    for col in ("mode", "MRR@10", "nDCG@10", "R@1", "R@5", "R@10", "R@100", "p50 ms", "p95 ms"):
+        t.add_column(col, justify="right" if col != "mode" else "left")
+    for m, r in ok.items():
+        a = r["metrics"]["all"]
+        t.add_row(m, *(f"{a[k]:.3f}" for k in ("mrr@10", "ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100")),
+                  f"{r['latency_ms']['p50']:.1f}", f"{r['latency_ms']['p95']:.1f}")
+    out.print(t)
+    if cats:
+        t = Table(title="MRR@10 by category", title_justify="left")
+        t.add_column("category")
+        t.add_column("n", justify="right")
+        for m in ok:
+            t.add_column(m, justify="right")
+        for c in [*cats, "all"]:
+            t.add_row(c, str(ds["categories"][c]), *(f"{ok[m]['metrics'][c]['mrr@10']:.3f}" for m in ok))
+        out.print(t)
+
+
+def print_eval(results: dict[str, Any]) -> None:
+    ds, idx = results["dataset"], results["index"]
+    out.print(f"[bold]{ds['name']}[/] ({ds['split']}): {ds['docs']} docs, {ds['queries']} queries, "
+              f"embedder {results['embedder']}; index "
+              + (f"from cache ({idx['key']})" if idx["cached"] else f"built in {idx['index_s']} s")
+              + (f", embedded in {idx['embed_s']} s" if idx.get("embed_s") else ""), highlight=False)
+    ok = {m: r for m, r in results["modes"].items() if r.get("status") == "ok"}
+    _eval_tables(results, ok)
+    for m, r in results["modes"].items():
+        if r.get("status") != "ok":
+            out.print(f"{m}: {r.get('note', r.get('status'))}", highlight=False)
+    for c in results.get("comparisons", []):
+        if c.get("best_single_leg"):
+            out.print(f"{c['label']}, {c['metric']}: {c['mean_diff']:+.4f} (95% CI {c['ci95'][0]:+.4f}..{c['ci95'][1]:+.4f}, "
+                      f"randomization p={c['p_randomization']:.4f})", highlight=False)
+    for tg in results.get("targets", []):
+        mark = "[green]met[/]" if tg["met"] else "[red]missed[/]"
+        out.print(f"target {tg.get('label', '')} {tg['mode']} {tg['metric']} ≥ {tg['target']}: {tg['measured']} {mark}"
+                  + (f" — {tg['why']}" if tg.get("why") else ""), highlight=False)
+    if results.get("sweep"):
+        out.print(f"sweep: {results['sweep']['verdict']}", highlight=False)
+    out.print(f"took {results['took_s']} s", highlight=False)

@@ -1,0 +1,182 @@
+"""The embedders one memory runs, and its background embedding worker.
+
+:class:`Embedders` holds the query-side model (loaded on first use, with a cache of query
+vectors) and, for the bundled CPU models, a second instance for batch embedding so that queries
+never wait behind a batch. :class:`EmbeddingWorker` drains the store's durable embedding queue in
+batches on a daemon thread: writes never wait for a model, and a failing model keeps the queue
+and retries with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..errors import EmbedderError
+from ..lru import LRU
+from .base import Embedder
+from .registry import create_embedder, embedder_name, wants_separate_worker_instance
+
+__all__ = ["Embedders", "EmbeddingWorker"]
+
+log = logging.getLogger(__name__)
+
+#: (chunk rowid, chunk id, text, text hash) of queued chunks, oldest first
+PendingRows = Callable[[int], list[tuple[int, str, str, str]]]
+#: stores (rowid, text hash, vector) triples; returns when the write is committed and applied
+StoreVectors = Callable[[Sequence[tuple[int, str, np.ndarray]]], object]
+
+
+class Embedders:
+    """The query encoder (``name``, ``vector(text)``) and the worker's model of one memory.
+    ``check(embedder)`` refuses a model whose name or dimension the store does not hold."""
+
+    def __init__(self, spec: str | Embedder, check: Callable[[Embedder], None], *, cache_size: int = 512) -> None:
+        self._check = check
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self._set(spec)
+
+    def _set(self, spec: str | Embedder) -> None:
+        self.spec = spec
+        self.name = embedder_name(spec)
+        self._query: Embedder | None = None if isinstance(spec, str) else spec
+        self._worker: Embedder | None = None
+        self._vectors = LRU(self._cache_size)  # query text -> query vector
+
+    @property
+    def loaded(self) -> Embedder | None:
+        """The query model if it is loaded (an instance given by the caller always is)."""
+        return self._query
+
+    @property
+    def query_model(self) -> Embedder:
+        """The query-side embedder, loaded (and checked against the store) on first use."""
+        if self._query is None:
+            with self._lock:
+                if self._query is None:
+                    emb = create_embedder(self.spec)
+                    self._check(emb)
+                    self._query = emb
+        return self._query
+
+    @property
+    def worker_model(self) -> Embedder:
+        """The batch embedder: a second instance of a bundled CPU model, else the query model."""
+        if self._worker is None:
+            if wants_separate_worker_instance(self.spec):
+                self._worker = create_embedder(self.spec)
+            else:
+                self._worker = self.query_model
+            if self._worker is not self._query:
+                self._check(self._worker)
+        return self._worker
+
+    def vector(self, text: str) -> np.ndarray:
+        """The query vector of ``text`` (cached by text)."""
+        v: np.ndarray | None = self._vectors.get(text)
+        if v is not None:
+            return v
+        model = self.query_model
+        v = model.embed_query(text)
+        if v.shape != (model.dim,):
+            raise EmbedderError(f"query vector has shape {v.shape}, expected ({model.dim},)")
+        self._vectors.put(text, v)
+        return v
+
+    def switch(self, embedder: str | Embedder) -> Embedder:
+        """Use another embedder from now on (``Memory.reembed``); returns its loaded model."""
+        new = create_embedder(embedder) if isinstance(embedder, str) else embedder
+        self._set(embedder)
+        self._query = new
+        return new
+
+
+class EmbeddingWorker:
+    """Embeds queued chunks in batches: on a daemon thread (:meth:`start`, :meth:`wake`) or in the
+    caller's thread (:meth:`embed_pending`, :meth:`wait`). ``error`` holds the last failure."""
+
+    def __init__(self, embedders: Embedders, pending: PendingRows, pending_count: Callable[[], int],
+                 store_vectors: StoreVectors, *, batch_size: int) -> None:
+        self.embedders = embedders
+        self._pending = pending
+        self._pending_count = pending_count
+        self._store_vectors = store_vectors
+        self.batch_size = batch_size
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.error: str | None = None
+
+    def embed_pending(self, *, limit: int | None = None, batch_size: int | None = None,
+                      progress: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> int:
+        """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored."""
+        batch_size = batch_size or self.batch_size
+        emb = self.embedders.worker_model
+        done = 0
+        while limit is None or done < limit:
+            if stop is not None and stop.is_set():
+                break
+            rows = self._pending(batch_size if limit is None else min(batch_size, limit - done))
+            if not rows:
+                break
+            vecs = emb.embed_documents([r[2] for r in rows])
+            if vecs.shape != (len(rows), emb.dim):
+                raise EmbedderError(f"embedder returned {vecs.shape}, expected ({len(rows)}, {emb.dim})")
+            self._store_vectors([(r[0], r[3], v) for r, v in zip(rows, vecs)])
+            done += len(rows)
+            if progress:
+                progress(len(rows))
+        return done
+
+    def wait(self, timeout: float | None = None, progress: Callable[[int], None] | None = None) -> bool:
+        """Embed in this thread until the queue is empty. True if done within ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._pending_count() > 0:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            self.embed_pending(limit=self.batch_size, progress=progress)
+        return True
+
+    def start(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="hybridmem-embed", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Start the thread if needed and have it look at the queue now."""
+        self.start()
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout)
+
+    def resume(self) -> None:
+        """Allow :meth:`start` again after :meth:`stop` (without starting the thread)."""
+        self._stop.clear()
+
+    def _loop(self) -> None:
+        backoff = 1.0
+        while not self._stop.is_set():
+            try:
+                n = self.embed_pending(limit=self.batch_size * 4, stop=self._stop)
+                self.error = None
+                backoff = 1.0
+            except Exception as e:  # keep the queue; retry later
+                self.error = f"{type(e).__name__}: {e}"
+                log.warning("embedding worker: %s (retry in %.0fs)", self.error, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 60.0)
+                continue
+            if n == 0:
+                self._wake.wait(timeout=2.0)
+                self._wake.clear()
