@@ -27,8 +27,12 @@ from hybridmem.eval.report import render_summary, write_report, write_summary_ch
 
 DATA = ROOT.parent / "shared" / "data" / "beir"
 SETS = {
-    "scifact": "test", "piaf-fr": "test", "xquad-de": "test", "xquad-zh": "test",
-    "hotpotqa-hipporag-train100": "test", "demo": "all",
+    "scifact": "test",
+    "piaf-fr": "test",
+    "xquad-de": "test",
+    "xquad-zh": "test",
+    "hotpotqa-hipporag-train100": "test",
+    "demo": "all",
 }
 DOCS = ROOT / "docs"
 BEGIN, END = "<!-- summary:begin -->", "<!-- summary:end -->"
@@ -49,8 +53,9 @@ def main() -> None:
             spec = name if name == "demo" else str(DATA / name)
             ds = load_dataset(spec, split)
             sweep = parse_sweep(args.sweep) if args.sweep and name in ("scifact", "demo") else {}
-            cfg = EvalConfig(modes=args.modes.split(","), embedder=args.embedder, cache_dir=Path(args.cache_dir),
-                             sweep=sweep)
+            cfg = EvalConfig(
+                modes=args.modes.split(","), embedder=args.embedder, cache_dir=Path(args.cache_dir), sweep=sweep
+            )
             t = time.time()
             print(f"[{name}] {len(ds.docs)} docs, {len(ds.queries)} queries ...", flush=True)
             res = run_eval(ds, cfg, load_split=lambda s, spec=spec: load_dataset(spec, s))
@@ -58,8 +63,10 @@ def main() -> None:
             # docs keep every aggregate; per-query scores (megabytes on PIAF) stay out of the repository
             write_report(slim(res), out)
             ok = {m: r["metrics"]["all"]["ndcg@10"] for m, r in res["modes"].items() if r.get("status") == "ok"}
-            print(f"[{name}] {time.time() - t:.0f}s nDCG@10 " + ", ".join(f"{m} {v:.4f}" for m, v in ok.items()),
-                  flush=True)
+            print(
+                f"[{name}] {time.time() - t:.0f}s nDCG@10 " + ", ".join(f"{m} {v:.4f}" for m, v in ok.items()),
+                flush=True,
+            )
     write_summary()
 
 
@@ -78,8 +85,11 @@ def write_summary() -> None:
         chart = DOCS / "eval" / emb / "summary.png"
         write_summary_chart(runs, chart)
         links = " · ".join(f"[{r['dataset']['name']}](eval/{emb}/{r['dataset']['name']}/report.md)" for r in runs)
-        parts.append(f"### Embedder `{emb}`\n\n" + render_summary(runs).replace("## Summary across datasets\n", "")
-                     + f"\nPer-set reports: {links}\n\n![nDCG@10 per set and mode, {emb}](eval/{emb}/summary.png)\n")
+        parts.append(
+            f"### Embedder `{emb}`\n\n"
+            + render_summary(runs).replace("## Summary across datasets\n", "")
+            + f"\nPer-set reports: {links}\n\n![nDCG@10 per set and mode, {emb}](eval/{emb}/summary.png)\n"
+        )
     doc = DOCS / "evaluation.md"
     text = doc.read_text() if doc.exists() else f"# Evaluation\n\n{BEGIN}\n{END}\n"
     head, _, rest = text.partition(BEGIN)

@@ -74,8 +74,10 @@ def tokens() -> None:
     out = {}
     sets = {
         "podcast": (podcast_docs(), podcast_questions()),
-        "christmas_carol": ([{"id": "carol", "text": (SHARED / "graphrag" / "a_christmas_carol.txt").read_text()}],
-                            CAROL_QUESTIONS),
+        "christmas_carol": (
+            [{"id": "carol", "text": (SHARED / "graphrag" / "a_christmas_carol.txt").read_text()}],
+            CAROL_QUESTIONS,
+        ),
     }
     for name, (docs, questions) in sets.items():
         with tempfile.TemporaryDirectory() as d, Memory(Path(d) / "m.db", embedder="hash", auto_embed=False) as m:
@@ -86,16 +88,21 @@ def tokens() -> None:
             naive, glob, found = [], [], 0
             for q in questions:
                 resp = m.search(q, mode="bm25", top_k=50)
-                naive.append(estimate_tokens("".join(x["content"] for x in answer_messages(q, resp.results,
-                                                                                              max_chars=10**9))))
+                naive.append(
+                    estimate_tokens("".join(x["content"] for x in answer_messages(q, resp.results, max_chars=10**9)))
+                )
                 ans = m.ask_global(q)
                 glob.append(ans.prompt_tokens)
                 found += ans.found
             chunks = m.stats().chunks
             comm0 = len(m.graph.communities(level=0))
             out[name] = {
-                "documents": len(docs), "chunks": chunks, "questions": len(questions),
-                "entities": rep.entities, "communities": rep.communities, "level0_communities": comm0,
+                "documents": len(docs),
+                "chunks": chunks,
+                "questions": len(questions),
+                "entities": rep.entities,
+                "communities": rep.communities,
+                "level0_communities": comm0,
                 "graph_build_s": round(build_s, 2),
                 "naive_top50_prompt_tokens_mean": round(statistics.mean(naive)),
                 "global_prompt_tokens_mean": round(statistics.mean(glob)),
@@ -116,10 +123,16 @@ def synthetic_docs(n: int, seed: int = 0) -> list[dict]:
         other = f"svc{team}x{rng.randrange(12)}-service"
         db = f"db-{team}{rng.randrange(3)}-01"
         err = f"HEL-{1000 + team * 10 + rng.randrange(5)}"
-        docs.append({"id": f"doc-{i:04d}", "text": (
-            f"{svc} depends on {db}. {svc} calls {other} for every request. "
-            f"When {db} is slow, {err} provoque HTTP 50{rng.randrange(4)} on {svc}. "
-            f"Tune max_connections_{team} and pool_timeout_ms on {db}.")})
+        docs.append(
+            {
+                "id": f"doc-{i:04d}",
+                "text": (
+                    f"{svc} depends on {db}. {svc} calls {other} for every request. "
+                    f"When {db} is slow, {err} provoque HTTP 50{rng.randrange(4)} on {svc}. "
+                    f"Tune max_connections_{team} and pool_timeout_ms on {db}."
+                ),
+            }
+        )
     return docs
 
 
@@ -127,31 +140,42 @@ def incremental() -> None:
     from test_graph_llm import counting_model
 
     llm = counting_model()
-    with tempfile.TemporaryDirectory() as d, Memory(Path(d) / "m.db", embedder="hash", auto_embed=False,
-                                                    llm=llm) as m:
+    with tempfile.TemporaryDirectory() as d, Memory(Path(d) / "m.db", embedder="hash", auto_embed=False, llm=llm) as m:
         docs = synthetic_docs(1000)
         m.add_documents(docs, batch_size=256)
         t = time.perf_counter()
         rep = m.graph.build(batch_size=1)
-        full = {"llm_calls": rep.llm_calls, "chunks_extracted": rep.chunks_extracted,
-                "communities": rep.communities, "seconds": round(time.perf_counter() - t, 2)}
+        full = {
+            "llm_calls": rep.llm_calls,
+            "chunks_extracted": rep.chunks_extracted,
+            "communities": rep.communities,
+            "seconds": round(time.perf_counter() - t, 2),
+        }
         llm.seen.clear()
         changed = dict(docs[123])
         changed["text"] = changed["text"].replace("depends on", "no longer depends on") + " It now uses cache-77-01."
         m.update(changed["id"], changed["text"])
         stale = m.graph.status().stale_communities
         rep = m.graph.update(batch_size=1)
-        one = {"stale_communities_before_update": stale, "llm_calls": len(llm.seen),
-               "chunks_reextracted": rep.chunks_extracted, "summaries_made": rep.summaries_made,
-               "summaries_reused": rep.summaries_reused,
-               "calls_equal_changed_communities_plus_chunks": len(llm.seen) == rep.summaries_made + rep.chunks_extracted}
+        one = {
+            "stale_communities_before_update": stale,
+            "llm_calls": len(llm.seen),
+            "chunks_reextracted": rep.chunks_extracted,
+            "summaries_made": rep.summaries_made,
+            "summaries_reused": rep.summaries_reused,
+            "calls_equal_changed_communities_plus_chunks": len(llm.seen) == rep.summaries_made + rep.chunks_extracted,
+        }
         llm.seen.clear()
         m.delete([x["id"] for x in docs[500:600]])
         stale = m.graph.status().stale_communities
         rep = m.graph.update(batch_size=1)
-        dele = {"stale_communities_before_update": stale, "llm_calls": len(llm.seen),
-                "summaries_pruned": rep.summaries_pruned, "summaries_reused": rep.summaries_reused,
-                "stale_after": m.graph.status().stale_communities}
+        dele = {
+            "stale_communities_before_update": stale,
+            "llm_calls": len(llm.seen),
+            "summaries_pruned": rep.summaries_pruned,
+            "summaries_reused": rep.summaries_reused,
+            "stale_after": m.graph.status().stale_communities,
+        }
     save("incremental", {"documents": 1000, "full_build": full, "change_1_document": one, "delete_100_documents": dele})
 
 
@@ -171,7 +195,11 @@ def speed() -> None:
         t = time.perf_counter()
         ext.extract([ChunkInput(i, str(i), c) for i, c in enumerate(chunks)])
         dt = time.perf_counter() - t
-        res[f"extraction_{name}"] = {"chunks": len(chunks), "seconds": round(dt, 2), "chunks_per_s": round(len(chunks) / dt)}
+        res[f"extraction_{name}"] = {
+            "chunks": len(chunks),
+            "seconds": round(dt, 2),
+            "chunks_per_s": round(len(chunks) / dt),
+        }
     rng = random.Random(1)
     n_nodes, n_edges, n_comm = 20_000, 100_000, 400
     comm = [rng.randrange(n_comm) for _ in range(n_nodes)]
@@ -188,8 +216,13 @@ def speed() -> None:
         t = time.perf_counter()
         cs = detect_communities(w, max_cluster_size=mcs, max_levels=3)
         dt = time.perf_counter() - t
-        res[f"leiden_100k_edges_max{mcs}"] = {"nodes": n_nodes, "edges": len(w), "seconds": round(dt, 2),
-                                             "communities": len(cs), "levels": len({c.level for c in cs})}
+        res[f"leiden_100k_edges_max{mcs}"] = {
+            "nodes": n_nodes,
+            "edges": len(w),
+            "seconds": round(dt, 2),
+            "communities": len(cs),
+            "levels": len({c.level for c in cs}),
+        }
     save("speed", res)
 
 
@@ -212,17 +245,23 @@ def hotpot() -> None:
             qrels.setdefault(qid, set()).add(did)
     emb = CachedEmbedder(create_embedder("e5"), CACHE)
     res = {}
-    with tempfile.TemporaryDirectory() as d, Memory(Path(d) / "h.db", embedder=emb, chunk_size=None,
-                                                    auto_embed=False) as m:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        Memory(Path(d) / "h.db", embedder=emb, chunk_size=None, auto_embed=False) as m,
+    ):
         m.add_documents([{"id": r["_id"], "text": _doc_text(r)} for r in corpus], batch_size=256)
         t = time.perf_counter()
         m.wait_for_vectors()
         res["embed_s"] = round(time.perf_counter() - t, 1)
         rep = m.graph.build()
-        res["graph"] = {"entities": rep.entities, "relations": rep.relations, "cooccurrence_edges": rep.cooccurrence_edges,
-                        "communities": rep.communities, "build_s": rep.took_s}
-        configs = {"bm25": {"mode": "bm25"}, "dense": {"mode": "vector"}, "hybrid": {},
-                   "graph only": {"mode": "graph"}}
+        res["graph"] = {
+            "entities": rep.entities,
+            "relations": rep.relations,
+            "cooccurrence_edges": rep.cooccurrence_edges,
+            "communities": rep.communities,
+            "build_s": rep.took_s,
+        }
+        configs = {"bm25": {"mode": "bm25"}, "dense": {"mode": "vector"}, "hybrid": {}, "graph only": {"mode": "graph"}}
         for gw in (0.25, 0.5, 1.0):
             configs[f"hybrid + graph (w={gw})"] = {"hybrid_params": {"graph_weight": gw}}
         for name, kw in configs.items():
@@ -233,8 +272,11 @@ def hotpot() -> None:
                 got = {r.doc_id for r in resp.results}
                 recalls.append(len(got & gold) / len(gold))
                 full += gold <= got
-            res[name] = {"recall@10": round(statistics.mean(recalls), 4), "all_supporting@10": round(full / len(qrels), 3),
-                         "ms_per_query": round(1000 * (time.perf_counter() - t) / len(qrels), 1)}
+            res[name] = {
+                "recall@10": round(statistics.mean(recalls), 4),
+                "all_supporting@10": round(full / len(qrels), 3),
+                "ms_per_query": round(1000 * (time.perf_counter() - t) / len(qrels), 1),
+            }
             print(name, res[name], flush=True)
     save("hotpot", res)
 
@@ -254,8 +296,12 @@ def demo() -> None:
         for gw in (0.0, 0.25, 0.5, 1.0):
             rr = []
             for q in qs:
-                resp = m.search(q["question"], top_k=10, metadata_filter=q.get("metadata_filter") or {},
-                                hybrid_params={"graph_weight": gw})
+                resp = m.search(
+                    q["question"],
+                    top_k=10,
+                    metadata_filter=q.get("metadata_filter") or {},
+                    hybrid_params={"graph_weight": gw},
+                )
                 ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
                 rank = next((i for i, x in enumerate(ranked, 1) if x in q["gold"]), None)
                 rr.append(1 / rank if rank else 0.0)

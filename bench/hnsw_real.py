@@ -70,8 +70,10 @@ def filtered(v: np.ndarray, q: np.ndarray) -> None:
             want = exact.search(x, 20, allowed)
             t_exact += time.perf_counter() - t
             rec.append(len({r for r, _ in got[:10]} & {r for r, _ in want[:10]}) / 10)
-        print(f"  share {share:4.2f} ({len(allowed)} rows): recall@10 {np.mean(rec):.4f} (min {min(rec):.1f}), "
-              f"{t_graph / len(q) * 1000:.3f} ms/query (exact {t_exact / len(q) * 1000:.3f} ms)")
+        print(
+            f"  share {share:4.2f} ({len(allowed)} rows): recall@10 {np.mean(rec):.4f} (min {min(rec):.1f}), "
+            f"{t_graph / len(q) * 1000:.3f} ms/query (exact {t_exact / len(q) * 1000:.3f} ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def build_store(db: Path, chunks: int, embedder: str) -> dict:
     with Memory(db, embedder=embedder, auto_embed=False, namespace=NS, chunk_size=None) as mem:
         docs = make_corpus(chunks)
         for i in range(0, len(docs), 1000):
-            mem.add_documents(docs[i:i + 1000])
+            mem.add_documents(docs[i : i + 1000])
             print(f"  indexed {min(i + 1000, len(docs))}/{len(docs)}", file=sys.stderr, flush=True)
         t1 = time.perf_counter()
         done = 0
@@ -85,8 +85,24 @@ def start_server(db: Path, embedder: str, port: int, blas_threads: int) -> subpr
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(blas_threads)
     log = open(db.parent / "server.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "hybridmem.cli", "--db", str(db), "--embedder", embedder, "--namespace", NS,
-         "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "hybridmem.cli",
+            "--db",
+            str(db),
+            "--embedder",
+            embedder,
+            "--namespace",
+            NS,
+            "serve",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 async def wait_ready(url: str, proc: subprocess.Popen | None, timeout: float = 120) -> None:
@@ -103,8 +119,9 @@ async def wait_ready(url: str, proc: subprocess.Popen | None, timeout: float = 1
             await asyncio.sleep(0.25)
 
 
-async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio: float, seed: int,
-                   warm: bool = False) -> dict:
+async def run_load(
+    url: str, key: str, clients: int, seconds: float, write_ratio: float, seed: int, warm: bool = False
+) -> dict:
     queries = make_queries(2000, seed=seed)
     lat: dict[str, list[float]] = defaultdict(list)
     by_kind: dict[str, list[float]] = defaultdict(list)  # query mode (+ filter) or write
@@ -138,11 +155,20 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
                 i += 1
                 if rng.random() < write_ratio:
                     doc_id, token = f"load-{n}-{i}", f"lq{n}x{i}z{rng.randrange(10**6)}"
-                    text = (f"Load note {token}: {rng.choice(queries)} after deploy; "
-                            f"{rng.choice(queries)}.")
-                    body = {"memories": [{"id": doc_id, "text": text, "metadata": {
-                        "environment": rng.choice(ENVIRONMENTS), "service": f"svc-{rng.randrange(N_SERVICES)}",
-                        "severity": rng.randint(1, 4)}}]}
+                    text = f"Load note {token}: {rng.choice(queries)} after deploy; {rng.choice(queries)}."
+                    body = {
+                        "memories": [
+                            {
+                                "id": doc_id,
+                                "text": text,
+                                "metadata": {
+                                    "environment": rng.choice(ENVIRONMENTS),
+                                    "service": f"svc-{rng.randrange(N_SERVICES)}",
+                                    "severity": rng.randint(1, 4),
+                                },
+                            }
+                        ]
+                    }
                     kind, path, sub = "write", "/v1/memories", "write"
                 else:
                     r = rng.random()
@@ -195,8 +221,15 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
         stats = (await c.get("/v1/stats")).json()
 
     every = lat["query"] + lat["write"]
-    summary = lambda xs: {"n": len(xs), "p50_ms": round(pct(xs, 50), 2), "p99_ms": round(pct(xs, 99), 2),
-                          "mean_ms": round(statistics.fmean(xs), 2) if xs else None}  # noqa: E731
+
+    def summary(xs: list[float]) -> dict:
+        return {
+            "n": len(xs),
+            "p50_ms": round(pct(xs, 50), 2),
+            "p99_ms": round(pct(xs, 99), 2),
+            "mean_ms": round(statistics.fmean(xs), 2) if xs else None,
+        }
+
     return {
         "dense_index_at_start": index_at_start,
         "warm_wait_s": warm_wait,
@@ -207,8 +240,10 @@ async def run_load(url: str, key: str, clients: int, seconds: float, write_ratio
         "latency_by_kind": {k: summary(v) for k, v in sorted(by_kind.items())},
         "legs_p50_ms": {leg: round(pct(xs, 50), 2) for leg, xs in sorted(legs.items())},
         # when the slowest requests started: a burst at 0 s is a cold cache, spread out is steady state
-        "slowest": [{"at_s": round(a, 2), "ms": round(ms, 1), "kind": k}
-                    for a, ms, k in sorted(timeline, key=lambda x: -x[1])[:20]],
+        "slowest": [
+            {"at_s": round(a, 2), "ms": round(ms, 1), "kind": k}
+            for a, ms, k in sorted(timeline, key=lambda x: -x[1])[:20]
+        ],
         "errors": sum(errors.values()),
         "error_kinds": dict(errors.most_common(10)),
         "writes_acknowledged": len(acked),
@@ -231,18 +266,30 @@ def main() -> None:
     ap.add_argument("--url", help="an already running server (skips building and starting one)")
     ap.add_argument("--key", default=KEY, help="API key for --url")
     ap.add_argument("--out", type=Path, help="also write the JSON result here")
-    ap.add_argument("--warm", action="store_true",
-                    help="start the load only once the server's background HNSW build has finished "
-                         "(steady state; default: right after start-up, while it builds)")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OPENBLAS_NUM_THREADS of the server process (default 1; 2 reproduces OpenBLAS's per-core "
-                         "default; 0 leaves the environment alone, and hybridmem serve then sets numpy's BLAS "
-                         "to 1 thread itself)")
+    ap.add_argument(
+        "--warm",
+        action="store_true",
+        help="start the load only once the server's background HNSW build has finished "
+        "(steady state; default: right after start-up, while it builds)",
+    )
+    ap.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="OPENBLAS_NUM_THREADS of the server process (default 1; 2 reproduces OpenBLAS's per-core "
+        "default; 0 leaves the environment alone, and hybridmem serve then sets numpy's BLAS "
+        "to 1 thread itself)",
+    )
     args = ap.parse_args()
 
-    info = {"clients": args.clients, "seconds": args.seconds, "write_ratio": args.write_ratio,
-            "python": platform.python_version(), "cpus": os.cpu_count(),
-            "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+    info = {
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "write_ratio": args.write_ratio,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_avg_before": [round(x, 2) for x in os.getloadavg()],
+    }
     proc = None
     if args.url:
         url = args.url.rstrip("/")
@@ -260,15 +307,23 @@ def main() -> None:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         url = f"http://127.0.0.1:{port}"
-        info.update(chunks=args.chunks, embedder=args.embedder, target="hybridmem serve (own process)",
-                    server_blas_threads=args.blas_threads or "default")
+        info.update(
+            chunks=args.chunks,
+            embedder=args.embedder,
+            target="hybridmem serve (own process)",
+            server_blas_threads=args.blas_threads or "default",
+        )
         proc = start_server(db, args.embedder, port, args.blas_threads)
     try:
         asyncio.run(wait_ready(url, proc))
-        print(f"load: {args.clients} clients, {args.write_ratio:.0%} writes, {args.seconds:g} s against {url}",
-              file=sys.stderr)
-        result = {**info, **asyncio.run(run_load(url, args.key, args.clients, args.seconds, args.write_ratio,
-                                                  args.seed, args.warm))}
+        print(
+            f"load: {args.clients} clients, {args.write_ratio:.0%} writes, {args.seconds:g} s against {url}",
+            file=sys.stderr,
+        )
+        result = {
+            **info,
+            **asyncio.run(run_load(url, args.key, args.clients, args.seconds, args.write_ratio, args.seed, args.warm)),
+        }
     finally:
         if proc is not None:
             proc.terminate()
@@ -280,11 +335,13 @@ def main() -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
     lat = result["latency"]
-    print(f"\n{result['requests']} requests in {result['wall_s']} s = {result['throughput_rps']} req/s; "
-          f"p50 {lat['all']['p50_ms']} ms, p99 {lat['all']['p99_ms']} ms (queries p50 {lat['query']['p50_ms']} / "
-          f"p99 {lat['query']['p99_ms']} ms, writes p50 {lat['write']['p50_ms']} / p99 {lat['write']['p99_ms']} ms); "
-          f"errors {result['errors']}, lost writes {result['lost_writes']} of {result['writes_acknowledged']}",
-          file=sys.stderr)
+    print(
+        f"\n{result['requests']} requests in {result['wall_s']} s = {result['throughput_rps']} req/s; "
+        f"p50 {lat['all']['p50_ms']} ms, p99 {lat['all']['p99_ms']} ms (queries p50 {lat['query']['p50_ms']} / "
+        f"p99 {lat['query']['p99_ms']} ms, writes p50 {lat['write']['p50_ms']} / p99 {lat['write']['p99_ms']} ms); "
+        f"errors {result['errors']}, lost writes {result['lost_writes']} of {result['writes_acknowledged']}",
+        file=sys.stderr,
+    )
     if result["errors"] or result["lost_writes"]:
         sys.exit(1)
 

@@ -53,8 +53,15 @@ DATA = ROOT.parent / "shared" / "data" / "beir"
 CACHE = ROOT / ".bench-cache" / "embeddings.db"
 E5_NAME = "e5:multilingual-e5-small-q4"  # hybridmem's E5Embedder(variant="original").name
 EMBED_COST = BENCH / "results" / "embed-cost-e5-scifact.json"
-ORDER = ["hybridmem", "hybridmem-exact", "langchain-ensemble", "llamaindex-fusion", "lancedb-hybrid", "bm25s",
-         "numpy-exact"]
+ORDER = [
+    "hybridmem",
+    "hybridmem-exact",
+    "langchain-ensemble",
+    "llamaindex-fusion",
+    "lancedb-hybrid",
+    "bm25s",
+    "numpy-exact",
+]
 WARMUP = 10
 TOP_K = 10
 
@@ -71,8 +78,10 @@ def _cache_vectors(texts: list[str], role: str, con: sqlite3.Connection) -> dict
             out[keys[k]] = np.frombuffer(v, dtype=np.float32)
     missing = len(keys) - len(out)
     if missing:
-        raise SystemExit(f"{missing} {role} texts of SciFact are not in {CACHE} for {E5_NAME}: "
-                         "run `python bench/precompute.py e5 scifact` first")
+        raise SystemExit(
+            f"{missing} {role} texts of SciFact are not in {CACHE} for {E5_NAME}: "
+            "run `python bench/precompute.py e5 scifact` first"
+        )
     return out
 
 
@@ -168,8 +177,14 @@ def run_child(system: str, corpus: str, n: int, nq: int, depth: int, query_budge
     gc.collect()
     base = rss_mb()
     maxrss_base = maxrss_mb()
-    out: dict = {"system": system, "corpus": corpus, "docs": len(docs), "import_s": round(import_s, 2),
-                 "data_load_s": round(load_s, 2), "rss_baseline_mb": round(base, 1)}
+    out: dict = {
+        "system": system,
+        "corpus": corpus,
+        "docs": len(docs),
+        "import_s": round(import_s, 2),
+        "data_load_s": round(load_s, 2),
+        "rss_baseline_mb": round(base, 1),
+    }
     with tempfile.TemporaryDirectory(prefix=f"peers-{system}-") as wd:
         peer = Peer(emb, Path(wd), depth)
         out["notes"] = peer.notes
@@ -207,8 +222,12 @@ def run_child(system: str, corpus: str, n: int, nq: int, depth: int, query_budge
             peak = max(peak, end_max)
         out["peak_rss_delta_mb"] = round(peak - base, 1)
         out["rss_end_delta_mb"] = round(rss_mb() - base, 1)
-        out["latency_ms"] = {"p50": round(statistics.median(lat), 3), "p95": round(pct(lat, 95), 3),
-                             "mean": round(statistics.fmean(lat), 3), "n": len(lat)}
+        out["latency_ms"] = {
+            "p50": round(statistics.median(lat), 3),
+            "p95": round(pct(lat, 95), 3),
+            "mean": round(statistics.fmean(lat), 3),
+            "n": len(lat),
+        }
         out["queries_capped"] = capped
         out["queries_total"] = len(queries)
         if legs:
@@ -217,8 +236,9 @@ def run_child(system: str, corpus: str, n: int, nq: int, depth: int, query_budge
             from hybridmem.eval.metrics import per_query
 
             scores = [per_query(runs[qid], qrels[qid]) for qid in runs]
-            out["quality"] = {m: round(float(np.mean([s[m] for s in scores])), 4)
-                              for m in ("ndcg@10", "recall@10", "mrr@10")}
+            out["quality"] = {
+                m: round(float(np.mean([s[m] for s in scores])), 4) for m in ("ndcg@10", "recall@10", "mrr@10")
+            }
             out["quality"]["queries"] = len(scores)
             out["quality_pytrec_eval"] = _pytrec(runs, qrels)
         if getattr(peer, "dense_kind", None):
@@ -238,18 +258,35 @@ def _pytrec(runs: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dic
     ev = pytrec_eval.RelevanceEvaluator({q: qrels[q] for q in runs}, {"ndcg_cut.10", "recall.10", "recip_rank"})
     res = ev.evaluate({q: v for q, v in run.items()})
     # recip_rank is over the whole list: the run holds 10 documents, so it is MRR@10
-    return {"ndcg@10": round(float(np.mean([r["ndcg_cut_10"] for r in res.values()])), 4),
-            "recall@10": round(float(np.mean([r["recall_10"] for r in res.values()])), 4),
-            "mrr@10": round(float(np.mean([r["recip_rank"] for r in res.values()])), 4)}
+    return {
+        "ndcg@10": round(float(np.mean([r["ndcg_cut_10"] for r in res.values()])), 4),
+        "recall@10": round(float(np.mean([r["recall_10"] for r in res.values()])), 4),
+        "mrr@10": round(float(np.mean([r["recip_rank"] for r in res.values()])), 4),
+    }
 
 
 # --------------------------------------------------------------------------------------- parent
 def run_one(system: str, corpus: str, a) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         child_out = f.name
-    cmd = [sys.executable, __file__, "--child", system, "--child-corpus", corpus, "--n", str(a.n),
-           "--queries", str(a.queries), "--depth", str(a.depth), "--query-budget", str(a.query_budget),
-           "--child-out", child_out]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        system,
+        "--child-corpus",
+        corpus,
+        "--n",
+        str(a.n),
+        "--queries",
+        str(a.queries),
+        "--depth",
+        str(a.depth),
+        "--query-budget",
+        str(a.query_budget),
+        "--child-out",
+        child_out,
+    ]
     t = time.perf_counter()
     la = loadavg()
     try:
@@ -260,9 +297,12 @@ def run_one(system: str, corpus: str, a) -> dict:
         else:
             r = json.loads(Path(child_out).read_text())
     except subprocess.TimeoutExpired:
-        r = {"system": system, "corpus": corpus,
-             "error": f"capped: not done after {a.cap + a.query_budget + 120:.0f} s (build cap {a.cap:.0f} s)",
-             "capped": True}
+        r = {
+            "system": system,
+            "corpus": corpus,
+            "error": f"capped: not done after {a.cap + a.query_budget + 120:.0f} s (build cap {a.cap:.0f} s)",
+            "capped": True,
+        }
     finally:
         Path(child_out).unlink(missing_ok=True)
     r["wall_s"] = round(time.perf_counter() - t, 1)
@@ -281,8 +321,12 @@ def ratios(rows: list[dict]) -> None:
         if "error" in r:
             continue
         v = {}
-        for key, get in (("p50", lambda x: x["latency_ms"]["p50"]), ("p95", lambda x: x["latency_ms"]["p95"]),
-                         ("ingest", lambda x: x["ingest_s"]), ("peak_mem", lambda x: x["peak_rss_delta_mb"])):
+        for key, get in (
+            ("p50", lambda x: x["latency_ms"]["p50"]),
+            ("p95", lambda x: x["latency_ms"]["p95"]),
+            ("ingest", lambda x: x["ingest_s"]),
+            ("peak_mem", lambda x: x["peak_rss_delta_mb"]),
+        ):
             a, b = get(r), get(ref)
             v[key] = float(f"{a / b:.3g}") if b > 0 else None
         if "quality" in r and "quality" in ref:
@@ -291,16 +335,31 @@ def ratios(rows: list[dict]) -> None:
 
 
 def print_report(res: dict) -> None:
-    print(f"\npeers benchmark  ({res['env']['started']}, commit {res['env'].get('git')}, {res['env']['cpus']} CPUs, "
-          f"load avg at start {res['env']['loadavg_start']}, at end {res['env'].get('loadavg_end')})")
-    print("ratios: peer / hybridmem (times, memory: > 1 means hybridmem is faster / smaller); "
-          "ΔnDCG = hybridmem - peer")
+    print(
+        f"\npeers benchmark  ({res['env']['started']}, commit {res['env'].get('git')}, {res['env']['cpus']} CPUs, "
+        f"load avg at start {res['env']['loadavg_start']}, at end {res['env'].get('loadavg_end')})"
+    )
+    print("ratios: peer / hybridmem (times, memory: > 1 means hybridmem is faster / smaller); ΔnDCG = hybridmem - peer")
     for corpus, rows in res["corpora"].items():
         meta = res["corpus_info"].get(corpus, {})
-        print(f"\n## {corpus}: {meta.get('docs', '?')} docs, {meta.get('queries', '?')} measured queries, "
-              f"top {TOP_K}, leg depth {res['config']['depth']}, vectors {meta.get('vectors', '?')}")
-        hdr = ["system", "nDCG@10", "R@10", "MRR@10", "ingest s", "p50 ms", "p95 ms", "peak MB",
-               "p50 x", "ingest x", "mem x", "ΔnDCG"]
+        print(
+            f"\n## {corpus}: {meta.get('docs', '?')} docs, {meta.get('queries', '?')} measured queries, "
+            f"top {TOP_K}, leg depth {res['config']['depth']}, vectors {meta.get('vectors', '?')}"
+        )
+        hdr = [
+            "system",
+            "nDCG@10",
+            "R@10",
+            "MRR@10",
+            "ingest s",
+            "p50 ms",
+            "p95 ms",
+            "peak MB",
+            "p50 x",
+            "ingest x",
+            "mem x",
+            "ΔnDCG",
+        ]
         lines = [hdr]
         for r in rows:
             if "error" in r:
@@ -309,20 +368,36 @@ def print_report(res: dict) -> None:
             q = r.get("quality", {})
             v = r.get("vs_hybridmem", {})
             cap = " (capped: %d/%d q)" % (r["latency_ms"]["n"], r["queries_total"]) if r.get("queries_capped") else ""
-            lines.append([r["system"] + cap, q.get("ndcg@10", "-"), q.get("recall@10", "-"), q.get("mrr@10", "-"),
-                          r["ingest_s"], r["latency_ms"]["p50"], r["latency_ms"]["p95"], r["peak_rss_delta_mb"],
-                          v.get("p50", ""), v.get("ingest", ""), v.get("peak_mem", ""),
-                          v.get("ndcg_hybridmem_minus_peer", "")])
+            lines.append(
+                [
+                    r["system"] + cap,
+                    q.get("ndcg@10", "-"),
+                    q.get("recall@10", "-"),
+                    q.get("mrr@10", "-"),
+                    r["ingest_s"],
+                    r["latency_ms"]["p50"],
+                    r["latency_ms"]["p95"],
+                    r["peak_rss_delta_mb"],
+                    v.get("p50", ""),
+                    v.get("ingest", ""),
+                    v.get("peak_mem", ""),
+                    v.get("ndcg_hybridmem_minus_peer", ""),
+                ]
+            )
         widths = [max(len(str(x[i])) for x in lines) for i in range(len(hdr))]
         for j, line in enumerate(lines):
-            print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
+            print(
+                "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+            )
             if j == 0:
                 print("  ".join("-" * w for w in widths))
     ec = res.get("embedding_cost")
     if ec:
-        print(f"\nembedding cost (separate, {ec.get('embedder')}, {ec.get('threads', '?')} threads): "
-              f"{ec['docs']} docs / {ec['doc_tokens']} tokens in {ec['docs_s']} s = {ec['doc_tokens_per_s']} tokens/s; "
-              f"{ec['queries']} queries in {ec['queries_s']} s = {ec['query_ms_mean']} ms/query")
+        print(
+            f"\nembedding cost (separate, {ec.get('embedder')}, {ec.get('threads', '?')} threads): "
+            f"{ec['docs']} docs / {ec['doc_tokens']} tokens in {ec['docs_s']} s = {ec['doc_tokens_per_s']} tokens/s; "
+            f"{ec['queries']} queries in {ec['queries_s']} s = {ec['query_ms_mean']} ms/query"
+        )
     print(f"\nJSON: {res.get('out')}  chart: {res.get('chart')}")
 
 
@@ -331,9 +406,19 @@ def markdown(res: dict) -> str:
     out = []
     for corpus, rows in res["corpora"].items():
         quality = any("quality" in r for r in rows)
-        hdr = ["system"] + (["nDCG@10", "Recall@10", "MRR@10"] if quality else []) + [
-            "ingest s", "query p50 ms", "p95 ms", "peak RSS Δ MB", "p50 vs hybridmem", "ingest vs hybridmem",
-            "memory vs hybridmem"]
+        hdr = (
+            ["system"]
+            + (["nDCG@10", "Recall@10", "MRR@10"] if quality else [])
+            + [
+                "ingest s",
+                "query p50 ms",
+                "p95 ms",
+                "peak RSS Δ MB",
+                "p50 vs hybridmem",
+                "ingest vs hybridmem",
+                "memory vs hybridmem",
+            ]
+        )
         out.append(f"**{corpus}**\n")
         out.append("| " + " | ".join(hdr) + " |")
         out.append("|" + "|".join(["---"] + ["---:"] * (len(hdr) - 1)) + "|")
@@ -348,11 +433,21 @@ def markdown(res: dict) -> str:
             cells = [name]
             if quality:
                 q = r.get("quality", {})
-                cells += [f"{q.get('ndcg@10', float('nan')):.3f}", f"{q.get('recall@10', float('nan')):.3f}",
-                          f"{q.get('mrr@10', float('nan')):.3f}"]
+                cells += [
+                    f"{q.get('ndcg@10', float('nan')):.3f}",
+                    f"{q.get('recall@10', float('nan')):.3f}",
+                    f"{q.get('mrr@10', float('nan')):.3f}",
+                ]
             x = lambda k: f"{v[k]:g}×" if v.get(k) is not None else ""  # noqa: E731
-            cells += [f"{r['ingest_s']:.1f}", f"{r['latency_ms']['p50']:.2f}", f"{r['latency_ms']['p95']:.2f}",
-                      f"{r['peak_rss_delta_mb']:.0f}", x("p50"), x("ingest"), x("peak_mem")]
+            cells += [
+                f"{r['ingest_s']:.1f}",
+                f"{r['latency_ms']['p50']:.2f}",
+                f"{r['latency_ms']['p95']:.2f}",
+                f"{r['peak_rss_delta_mb']:.0f}",
+                x("p50"),
+                x("ingest"),
+                x("peak_mem"),
+            ]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
@@ -364,9 +459,15 @@ def chart(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"hybridmem": "#d62728", "hybridmem-exact": "#ff9896", "langchain-ensemble": "#1f77b4",
-              "llamaindex-fusion": "#9467bd", "lancedb-hybrid": "#2ca02c", "bm25s": "#7f7f7f",
-              "numpy-exact": "#bcbd22"}
+    colors = {
+        "hybridmem": "#d62728",
+        "hybridmem-exact": "#ff9896",
+        "langchain-ensemble": "#1f77b4",
+        "llamaindex-fusion": "#9467bd",
+        "lancedb-hybrid": "#2ca02c",
+        "bm25s": "#7f7f7f",
+        "numpy-exact": "#bcbd22",
+    }
     corpora = list(res["corpora"])
     fig, axes = plt.subplots(1, 1 + len(corpora), figsize=(6 + 5.5 * len(corpora), 5.2))
     ax = axes[0]
@@ -394,11 +495,16 @@ def chart(res: dict, path: Path) -> None:
         ax.set_ylim(min(vals) / 2, max(vals) * 4)
         info = res["corpus_info"].get(corpus, {})
         docs = info.get("docs")
-        ax.set_title(f"{corpus} ({docs:,} docs): query p50 ms, log scale (lower is better)" if docs else
-                     f"{corpus}: query p50 ms, log scale (lower is better)", fontsize=11)
+        ax.set_title(
+            f"{corpus} ({docs:,} docs): query p50 ms, log scale (lower is better)"
+            if docs
+            else f"{corpus}: query p50 ms, log scale (lower is better)",
+            fontsize=11,
+        )
         ax.grid(axis="y", alpha=0.3, which="both")
-    fig.suptitle(f"hybridmem vs peers, same vectors, top {TOP_K}, single client thread, {res['env']['cpus']} CPUs",
-                 fontsize=12)
+    fig.suptitle(
+        f"hybridmem vs peers, same vectors, top {TOP_K}, single client thread, {res['env']['cpus']} CPUs", fontsize=12
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -407,8 +513,12 @@ def chart(res: dict, path: Path) -> None:
 
 def _git() -> str | None:
     try:
-        return subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                              text=True, timeout=10).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -417,9 +527,22 @@ def _versions() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for p in ("hybridmem", "langchain-core", "langchain-community", "langchain-classic", "faiss-cpu", "rank-bm25",
-              "llama-index-core", "llama-index-retrievers-bm25", "lancedb", "bm25s", "PyStemmer", "numpy",
-              "pytrec-eval-terrier", "usearch"):
+    for p in (
+        "hybridmem",
+        "langchain-core",
+        "langchain-community",
+        "langchain-classic",
+        "faiss-cpu",
+        "rank-bm25",
+        "llama-index-core",
+        "llama-index-retrievers-bm25",
+        "lancedb",
+        "bm25s",
+        "PyStemmer",
+        "numpy",
+        "pytrec-eval-terrier",
+        "usearch",
+    ):
         try:
             out[p] = version(p)
         except PackageNotFoundError:
@@ -429,22 +552,38 @@ def _versions() -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpora", default="scifact,synthetic", help="scifact, scifact-lookup (SciFact text, look-up vectors: latency only, "
-                    "no e5 cache needed) and/or synthetic")
-    ap.add_argument("--systems", default=",".join(s for s in ORDER if s != "hybridmem-exact"),
-                    help=f"comma-separated, from {', '.join(ORDER)}")
+    ap.add_argument(
+        "--corpora",
+        default="scifact,synthetic",
+        help="scifact, scifact-lookup (SciFact text, look-up vectors: latency only, "
+        "no e5 cache needed) and/or synthetic",
+    )
+    ap.add_argument(
+        "--systems",
+        default=",".join(s for s in ORDER if s != "hybridmem-exact"),
+        help=f"comma-separated, from {', '.join(ORDER)}",
+    )
     ap.add_argument("--n", type=int, default=100_000, help="synthetic corpus size (chunks)")
     ap.add_argument("--queries", type=int, default=100, help="measured synthetic queries (SciFact: all test queries)")
-    ap.add_argument("--depth", type=int, default=2 * TOP_K, help="candidates per leg before fusion (hybridmem: fetch_k)")
+    ap.add_argument(
+        "--depth", type=int, default=2 * TOP_K, help="candidates per leg before fusion (hybridmem: fetch_k)"
+    )
     ap.add_argument("--cap", type=float, default=600, help="seconds a system may take to build before it is killed")
-    ap.add_argument("--query-budget", type=float, default=300,
-                    help="seconds of measured queries per system; beyond it the run stops and says so")
+    ap.add_argument(
+        "--query-budget",
+        type=float,
+        default=300,
+        help="seconds of measured queries per system; beyond it the run stops and says so",
+    )
     ap.add_argument("--out", default=str(BENCH / "results" / "peers.json"))
     ap.add_argument("--chart", default=str(BENCH / "results" / "peers.png"))
     ap.add_argument("--report", metavar="JSON", help="only print the table of an earlier run")
     ap.add_argument("--markdown", action="store_true", help="with --report: print the markdown tables")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the rows of --out for (corpus, system) pairs this run does not measure")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the rows of --out for (corpus, system) pairs this run does not measure",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-corpus", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", help=argparse.SUPPRESS)
@@ -471,13 +610,31 @@ def main() -> None:
     out = Path(a.out)
     old = json.loads(out.read_text()) if a.merge and out.exists() else None
     res: dict = {
-        "env": {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(), "python": platform.python_version(),
-                "platform": platform.platform(), "loadavg_start": loadavg(), "git": _git(), "versions": _versions(),
-                "thread_env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}},
-        "config": {"top_k": TOP_K, "depth": a.depth, "warmup": WARMUP, "synthetic_n": a.n,
-                   "synthetic_queries": a.queries, "cap_s": a.cap, "query_budget_s": a.query_budget,
-                   "systems": systems, "corpora": corpora},
-        "corpora": {}, "corpus_info": {},
+        "env": {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_start": loadavg(),
+            "git": _git(),
+            "versions": _versions(),
+            "thread_env": {
+                k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+            },
+        },
+        "config": {
+            "top_k": TOP_K,
+            "depth": a.depth,
+            "warmup": WARMUP,
+            "synthetic_n": a.n,
+            "synthetic_queries": a.queries,
+            "cap_s": a.cap,
+            "query_budget_s": a.query_budget,
+            "systems": systems,
+            "corpora": corpora,
+        },
+        "corpora": {},
+        "corpus_info": {},
     }
     t_all = time.perf_counter()
     for corpus in corpora:
@@ -489,11 +646,16 @@ def main() -> None:
                 print(f"[{corpus}] {s}: ERROR {r['error']}", flush=True)
             else:
                 q = r.get("quality", {})
-                print(f"[{corpus}] {s}: ingest {r['ingest_s']} s, p50 {r['latency_ms']['p50']} ms, "
-                      f"peak +{r['peak_rss_delta_mb']} MB" + (f", nDCG@10 {q['ndcg@10']}" if q else ""), flush=True)
+                print(
+                    f"[{corpus}] {s}: ingest {r['ingest_s']} s, p50 {r['latency_ms']['p50']} ms, "
+                    f"peak +{r['peak_rss_delta_mb']} MB" + (f", nDCG@10 {q['ndcg@10']}" if q else ""),
+                    flush=True,
+                )
                 res["corpus_info"][corpus] = {
-                    "docs": r["docs"], "queries": r["queries_total"],
-                    "vectors": "e5 multilingual-e5-small q4 (bench cache)" if corpus == "scifact" else "lookup:384"}
+                    "docs": r["docs"],
+                    "queries": r["queries_total"],
+                    "vectors": "e5 multilingual-e5-small q4 (bench cache)" if corpus == "scifact" else "lookup:384",
+                }
                 if corpus == "scifact-lookup":
                     res["corpus_info"][corpus]["note"] = "SciFact text and queries, look-up vectors: latency only"
             rows.append(r)

@@ -61,12 +61,25 @@ def main() -> None:
             got = [{r for r, _ in mem.store.search_dense("default", qv, None, 10)} for qv in qvecs]
             ms = (time.perf_counter() - t) / len(qvecs) * 1000
             rec = [len(g & e) / 10 for g, e in zip(got, exact)]
-            rows.append({"ef_search": ef, "recall_at_10": round(float(np.mean(rec)), 4),
-                         "min": round(float(np.min(rec)), 2), "ms_per_query": round(ms, 2)})
+            rows.append(
+                {
+                    "ef_search": ef,
+                    "recall_at_10": round(float(np.mean(rec)), 4),
+                    "min": round(float(np.min(rec)), 2),
+                    "ms_per_query": round(ms, 2),
+                }
+            )
             print(rows[-1], flush=True)
-        out = {"vectors": mem.stats().vectors, "queries": len(qvecs), "embedder": emb.name,
-               "cache_hits": emb.hits, "cache_misses": emb.misses, "embed_pending_s": round(embed_s, 1),
-               "hnsw": "m=16 ef_construction=64", "results": rows}
+        out = {
+            "vectors": mem.stats().vectors,
+            "queries": len(qvecs),
+            "embedder": emb.name,
+            "cache_hits": emb.hits,
+            "cache_misses": emb.misses,
+            "embed_pending_s": round(embed_s, 1),
+            "hnsw": "m=16 ef_construction=64",
+            "results": rows,
+        }
         mem.close()
         Path(a.out).write_text(json.dumps(out, indent=1))
         print(json.dumps(out, indent=1))

@@ -68,9 +68,15 @@ class StructuredEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self._bag.embed(text)
 
+
 FILTER_1PCT = {"service": "svc-3", "severity": 4}
-PG_SETTINGS = {"shared_buffers": "4GB", "maintenance_work_mem": "4GB", "work_mem": "64MB", "max_wal_size": "8GB",
-               "effective_cache_size": "12GB"}
+PG_SETTINGS = {
+    "shared_buffers": "4GB",
+    "maintenance_work_mem": "4GB",
+    "work_mem": "64MB",
+    "max_wal_size": "8GB",
+    "effective_cache_size": "12GB",
+}
 
 
 def summary(ms: list[float]) -> dict:
@@ -94,8 +100,9 @@ def start_server(workdir: Path) -> tuple[str, object]:
 
 
 def fresh_database(admin_url: str, name: str) -> str:
-    import psycopg
     from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
 
     with psycopg.connect(admin_url, autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -109,7 +116,9 @@ def pg_settings(url: str) -> dict:
     with psycopg.connect(url) as c:
         ext = c.execute("SELECT default_version FROM pg_available_extensions WHERE name='vector'").fetchone()
         return {k: c.execute(f"SHOW {k}").fetchone()[0] for k in PG_SETTINGS} | {
-            "server_version": c.execute("SHOW server_version").fetchone()[0], "pgvector": ext[0] if ext else None}
+            "server_version": c.execute("SHOW server_version").fetchone()[0],
+            "pgvector": ext[0] if ext else None,
+        }
 
 
 # ------------------------------------------------------------------------------------------ one run
@@ -135,20 +144,30 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
     t = time.perf_counter()
     vecs = mem.embed_pending(batch_size=1024)  # bulk: 1024 vectors per store transaction
     s = time.perf_counter() - t
-    out["vectors"] = {"vectors": vecs, "seconds": round(s, 1), "vectors_per_s": round(vecs / s),
-                      "of_which_embedder_s": round(emb.seconds, 1)}
+    out["vectors"] = {
+        "vectors": vecs,
+        "seconds": round(s, 1),
+        "vectors_per_s": round(vecs / s),
+        "of_which_embedder_s": round(emb.seconds, 1),
+    }
     t = time.perf_counter()
     if backend == "postgres":
         mem.store.create_vector_index(maintenance_work_mem=PG_SETTINGS["maintenance_work_mem"])
         out["index"] = {"kind": "pgvector hnsw m=16 ef_construction=64", "build_s": round(time.perf_counter() - t, 1)}
     else:
         mem.search(queries[0], mode="vector", top_k=10)
-        out["index"] = {"kind": mem.stats().dense_index + " (first dense query: load + build)",
-                        "build_s": round(time.perf_counter() - t, 1)}
+        out["index"] = {
+            "kind": mem.stats().dense_index + " (first dense query: load + build)",
+            "build_s": round(time.perf_counter() - t, 1),
+        }
     allowed = mem.store.filter_rowids("default", parse_filter(FILTER_1PCT))
     out["filter"] = {"spec": FILTER_1PCT, "share": round(len(allowed) / max(chunks, 1), 4)}
-    modes = {"bm25": {"mode": "bm25"}, "vector": {"mode": "vector"}, "hybrid": {"mode": "hybrid"},
-             "hybrid_filter_1pct": {"mode": "hybrid", "metadata_filter": FILTER_1PCT}}
+    modes = {
+        "bm25": {"mode": "bm25"},
+        "vector": {"mode": "vector"},
+        "hybrid": {"mode": "hybrid"},
+        "hybrid_filter_1pct": {"mode": "hybrid", "metadata_filter": FILTER_1PCT},
+    }
     for q in queries[:10]:  # warm-up
         for kw in modes.values():
             mem.search(q, top_k=10, **kw)
@@ -161,18 +180,28 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
             lat[name].append((time.perf_counter() - t) * 1000)
             for leg, rep in r.legs.items():
                 legs[name].setdefault(leg, []).append(rep.took_ms)
-    out["query"] = {name: {**summary(v), "legs_p50_ms": {leg: round(statistics.median(x), 2)
-                                                         for leg, x in legs[name].items()},
-                           "legs_max_ms": {leg: round(max(x), 1) for leg, x in legs[name].items()}}
-                    for name, v in lat.items()}
+    out["query"] = {
+        name: {
+            **summary(v),
+            "legs_p50_ms": {leg: round(statistics.median(x), 2) for leg, x in legs[name].items()},
+            "legs_max_ms": {leg: round(max(x), 1) for leg, x in legs[name].items()},
+        }
+        for name, v in lat.items()
+    }
     # dense recall@10 of the index vs exact, 50 queries
     _, rowids, m = mem.store.load_vectors("default")
     rec = []
     for q in queries[10:60]:
         qv = emb.embed_query(q)
         exact = set(rowids[np.argsort(-(m @ qv))[:10]].tolist())
-        got = {r for r, _ in (mem.store.search_dense("default", qv, None, 10) if backend == "postgres"
-                              else mem.legs.dense_index("default").search(qv, 10))}
+        got = {
+            r
+            for r, _ in (
+                mem.store.search_dense("default", qv, None, 10)
+                if backend == "postgres"
+                else mem.legs.dense_index("default").search(qv, 10)
+            )
+        }
         rec.append(len(exact & got) / 10)
     del m
     out["dense_recall_at_10"] = round(float(np.mean(rec)), 3)
@@ -184,19 +213,23 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
 
 # ------------------------------------------------------------------------------------------ driver
 def fmt_table(results: list[dict]) -> str:
-    rows = ["| backend | chunks | ingest chunks/s | vectors/s | index build s | bm25 p50/p95 ms | vector p50/p95 ms | "
-            "hybrid p50/p95 ms | hybrid 1% filter p50/p95 ms | dense recall@10 | store size |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| backend | chunks | ingest chunks/s | vectors/s | index build s | bm25 p50/p95 ms | vector p50/p95 ms | "
+        "hybrid p50/p95 ms | hybrid 1% filter p50/p95 ms | dense recall@10 | store size |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         if "error" in r:
             rows.append(f"| {r['backend']} | {r['n']:,} | failed: {r['error'][:80]} |")
             continue
         q = r["query"]
         f = lambda k: f"{q[k]['p50_ms']:.1f} / {q[k]['p95_ms']:.1f}"  # noqa: E731
-        rows.append(f"| {r['backend']} | {r['ingest']['chunks']:,} | {r['ingest']['chunks_per_s']:,} | "
-                    f"{r['vectors']['vectors_per_s']:,} | {r['index']['build_s']} | {f('bm25')} | {f('vector')} | "
-                    f"{f('hybrid')} | {f('hybrid_filter_1pct')} | {r['dense_recall_at_10']} | "
-                    f"{r['store_bytes'] / 2**20:,.0f} MiB |")
+        rows.append(
+            f"| {r['backend']} | {r['ingest']['chunks']:,} | {r['ingest']['chunks_per_s']:,} | "
+            f"{r['vectors']['vectors_per_s']:,} | {r['index']['build_s']} | {f('bm25')} | {f('vector')} | "
+            f"{f('hybrid')} | {f('hybrid_filter_1pct')} | {r['dense_recall_at_10']} | "
+            f"{r['store_bytes'] / 2**20:,.0f} MiB |"
+        )
     return "\n".join(rows)
 
 
@@ -231,12 +264,16 @@ def main() -> None:
         settings = pg_settings(admin) if admin else {}
         for n in [int(x) for x in a.sizes.split(",")]:
             for backend in a.backends.split(","):
-                target = (fresh_database(admin, f"hm_scale_{n}") if backend == "postgres"
-                          else str(work / f"scale_{n}.db"))
+                target = (
+                    fresh_database(admin, f"hm_scale_{n}") if backend == "postgres" else str(work / f"scale_{n}.db")
+                )
                 print(f"== {backend} {n:,} ...", file=sys.stderr, flush=True)
                 t = time.perf_counter()
-                p = subprocess.run([sys.executable, __file__, "--child", backend, str(n), target, str(a.queries)],
-                                   capture_output=True, text=True)
+                p = subprocess.run(
+                    [sys.executable, __file__, "--child", backend, str(n), target, str(a.queries)],
+                    capture_output=True,
+                    text=True,
+                )
                 if p.returncode != 0:
                     res = {"backend": backend, "n": n, "error": p.stderr.strip().splitlines()[-1] if p.stderr else "?"}
                     print(p.stderr[-3000:], file=sys.stderr)
@@ -250,8 +287,16 @@ def main() -> None:
                     Path(target + "-wal").unlink(missing_ok=True)
                 # keep partial results
                 Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-                Path(a.out).write_text(json.dumps({"machine": {"cores": os.cpu_count(), "loadavg": os.getloadavg()},
-                                                   "postgres": settings, "results": results}, indent=1))
+                Path(a.out).write_text(
+                    json.dumps(
+                        {
+                            "machine": {"cores": os.cpu_count(), "loadavg": os.getloadavg()},
+                            "postgres": settings,
+                            "results": results,
+                        },
+                        indent=1,
+                    )
+                )
     finally:
         if srv is not None:
             srv.cleanup()

@@ -61,21 +61,36 @@ def main() -> None:
             write_cost(spec, name, inner, docs, queries, docs_s, queries_s, load_s)
 
 
-def write_cost(spec: str, name: str, inner, docs: list[str], queries: list[str], docs_s: float, queries_s: float,
-               load_s: float | None, note: str | None = None) -> dict:
+def write_cost(
+    spec: str,
+    name: str,
+    inner,
+    docs: list[str],
+    queries: list[str],
+    docs_s: float,
+    queries_s: float,
+    load_s: float | None,
+    note: str | None = None,
+) -> dict:
     count = getattr(inner, "token_count", None)
     doc_tokens = sum(count(d) for d in docs) if count else None
     out = {
-        "embedder": getattr(inner, "name", spec), "spec": spec, "set": name, "docs": len(docs),
-        "queries": len(queries), "docs_s": round(docs_s, 1), "queries_s": round(queries_s, 1),
+        "embedder": getattr(inner, "name", spec),
+        "spec": spec,
+        "set": name,
+        "docs": len(docs),
+        "queries": len(queries),
+        "docs_s": round(docs_s, 1),
+        "queries_s": round(queries_s, 1),
         "model_load_s": round(load_s, 2) if load_s is not None else None,
-        "doc_tokens": doc_tokens, "token_count": "embedder tokenizer (incl. special tokens, truncated as fed)"
-        if count else None,
+        "doc_tokens": doc_tokens,
+        "token_count": "embedder tokenizer (incl. special tokens, truncated as fed)" if count else None,
         "doc_tokens_per_s": round(doc_tokens / docs_s, 1) if doc_tokens else None,
         "docs_per_s": round(len(docs) / docs_s, 2),
         "query_ms_mean": round(1000 * queries_s / len(queries), 2),
         "threads": getattr(inner, "threads", None) or min(2, os.cpu_count() or 1),
-        "cpus": os.cpu_count(), "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     if note:

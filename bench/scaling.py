@@ -40,10 +40,8 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(BENCH))
 
-from latency import (NS, LookupEmbedder, file_size, loadavg, make_corpus, make_queries,  # noqa: E402
-                     phase_build, rss_mb, summary)
-
 from hybridmem import Memory  # noqa: E402
+from latency import NS, LookupEmbedder, file_size, loadavg, make_corpus, make_queries, phase_build, rss_mb, summary  # noqa: E402
 
 
 def _search(mem: Memory, q: str, mode: str):
@@ -125,8 +123,14 @@ def phase_profile(n: int, db: Path) -> dict:
     total = st.total_tt
     rows = []
     for (file, line, fn), (cc, nc, tt, ct, _) in st.stats.items():
-        rows.append({"function": f"{Path(file).name}:{line}({fn})", "tottime_s": round(tt, 3),
-                     "share": round(tt / total, 3), "calls": nc})
+        rows.append(
+            {
+                "function": f"{Path(file).name}:{line}({fn})",
+                "tottime_s": round(tt, 3),
+                "share": round(tt / total, 3),
+                "calls": nc,
+            }
+        )
     rows.sort(key=lambda r: -r["tottime_s"])
     s = io.StringIO()
     pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(12)
@@ -144,8 +148,9 @@ def bottleneck(q: dict, e5_query_ms: float | None) -> dict:
     out = {"components_p50_ms": parts, "retrieval_bottleneck": name}
     if e5_query_ms is not None:
         out["e5_query_embedding_p50_ms"] = e5_query_ms
-        out["with_e5_query_embedding"] = ("query embedding (e5)" if e5_query_ms > q["latency"]["hybrid"]["p50_ms"]
-                                          else name)
+        out["with_e5_query_embedding"] = (
+            "query embedding (e5)" if e5_query_ms > q["latency"]["hybrid"]["p50_ms"] else name
+        )
     return out
 
 
@@ -185,8 +190,13 @@ def chart(res: dict, path: Path) -> None:
             ax.annotate(f"{y:.3g}", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=8, color=c)
     leg_names = sorted({k for s in sizes for k in s["query"]["hybrid_leg_p50_ms"]})
     for leg, ls, c in zip(leg_names, ("--", ":", "-.", "--"), ("#17becf", "#8c564b", "#7f7f7f", "#bcbd22")):
-        ax.plot(ns, [s["query"]["hybrid_leg_p50_ms"].get(leg, float("nan")) for s in sizes], ls, color=c,
-                label=f"hybrid: {leg} leg p50 (took_ms)")
+        ax.plot(
+            ns,
+            [s["query"]["hybrid_leg_p50_ms"].get(leg, float("nan")) for s in sizes],
+            ls,
+            color=c,
+            label=f"hybrid: {leg} leg p50 (took_ms)",
+        )
     ax.set_title("query latency (ms, excl. query embedding)")
     ax2 = axes[1]
     ys = [s["build"]["write"]["chunks_per_s"] for s in sizes]
@@ -197,10 +207,20 @@ def chart(res: dict, path: Path) -> None:
         ax2.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=8)
     ax2.set_title("ingest throughput (per second)")
     ax3 = axes[2]
-    ax3.plot(ns, [s["query"]["rss_mb_after_queries"] for s in sizes], "o-", color="#d62728",
-             label="query process RSS after queries")
-    ax3.plot(ns, [s["build"]["rss_mb_after_build"] for s in sizes], "s--", color="#7f7f7f",
-             label="build process RSS after build")
+    ax3.plot(
+        ns,
+        [s["query"]["rss_mb_after_queries"] for s in sizes],
+        "o-",
+        color="#d62728",
+        label="query process RSS after queries",
+    )
+    ax3.plot(
+        ns,
+        [s["build"]["rss_mb_after_build"] for s in sizes],
+        "s--",
+        color="#7f7f7f",
+        label="build process RSS after build",
+    )
     ax3.plot(ns, [s["query"]["sqlite_bytes"] / 2**20 for s in sizes], "^:", color="#1f77b4", label="SQLite file MB")
     for x, y in zip(ns, [s["query"]["rss_mb_after_queries"] for s in sizes]):
         ax3.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=(4, 5), fontsize=8)
@@ -220,8 +240,9 @@ def chart(res: dict, path: Path) -> None:
     if thr and ns and min(ns) < thr < max(ns):
         axes[0].axvline(thr, color="black", lw=0.8, alpha=0.5)
         axes[0].text(thr, axes[0].get_ylim()[1], " HNSW above", fontsize=8, va="top")
-    fig.suptitle(f"hybridmem embedded (SQLite) scaling, lookup:384 vectors, {res['env']['cpus']} CPUs; "
-                 f"log-log", fontsize=12)
+    fig.suptitle(
+        f"hybridmem embedded (SQLite) scaling, lookup:384 vectors, {res['env']['cpus']} CPUs; log-log", fontsize=12
+    )
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -229,22 +250,48 @@ def chart(res: dict, path: Path) -> None:
 
 
 def print_report(res: dict) -> None:
-    print(f"\nscaling ({res['env']['started']}, commit {res['env'].get('git')}, {res['env']['cpus']} CPUs, load avg "
-          f"{res['env']['loadavg_start']} -> {res['env'].get('loadavg_end')})")
-    hdr = ["N", "dense", "write ch/s", "vec/s", "bm25 p50", "vector p50", "hybrid p50", "hybrid p95",
-           "legs p50 (took_ms)", "bottleneck", "query RSS MB", "SQLite MB", "HNSW ready s"]
+    print(
+        f"\nscaling ({res['env']['started']}, commit {res['env'].get('git')}, {res['env']['cpus']} CPUs, load avg "
+        f"{res['env']['loadavg_start']} -> {res['env'].get('loadavg_end')})"
+    )
+    hdr = [
+        "N",
+        "dense",
+        "write ch/s",
+        "vec/s",
+        "bm25 p50",
+        "vector p50",
+        "hybrid p50",
+        "hybrid p95",
+        "legs p50 (took_ms)",
+        "bottleneck",
+        "query RSS MB",
+        "SQLite MB",
+        "HNSW ready s",
+    ]
     rows = [hdr]
     for s in res["sizes"]:
         if "error" in s:
             rows.append([s["n"], s["error"]] + [""] * (len(hdr) - 2))
             continue
         q, b = s["query"], s["build"]
-        rows.append([s["n"], q["dense_index_kind"], b["write"]["chunks_per_s"], b["vectors"]["vectors_per_s"],
-                     q["latency"]["bm25"]["p50_ms"], q["latency"]["vector"]["p50_ms"], q["latency"]["hybrid"]["p50_ms"],
-                     q["latency"]["hybrid"]["p95_ms"],
-                     ", ".join(f"{k} {v}" for k, v in q["hybrid_leg_p50_ms"].items()),
-                     s["bottleneck"]["retrieval_bottleneck"], q["rss_mb_after_queries"],
-                     round(q["sqlite_bytes"] / 2**20, 1), round(q["dense_ready_after_ms"] / 1000, 1)])
+        rows.append(
+            [
+                s["n"],
+                q["dense_index_kind"],
+                b["write"]["chunks_per_s"],
+                b["vectors"]["vectors_per_s"],
+                q["latency"]["bm25"]["p50_ms"],
+                q["latency"]["vector"]["p50_ms"],
+                q["latency"]["hybrid"]["p50_ms"],
+                q["latency"]["hybrid"]["p95_ms"],
+                ", ".join(f"{k} {v}" for k, v in q["hybrid_leg_p50_ms"].items()),
+                s["bottleneck"]["retrieval_bottleneck"],
+                q["rss_mb_after_queries"],
+                round(q["sqlite_bytes"] / 2**20, 1),
+                round(q["dense_ready_after_ms"] / 1000, 1),
+            ]
+        )
     w = [max(len(str(r[i])) for r in rows) for i in range(len(hdr))]
     for j, r in enumerate(rows):
         print("  ".join(str(c).rjust(x) for c, x in zip(r, w)))
@@ -257,9 +304,15 @@ def print_report(res: dict) -> None:
             print(f"  {r['share']:6.1%}  {r['tottime_s']:7.2f} s  {r['function']}")
     for s in res["sizes"]:
         if "bottleneck" in s:
-            print(f"N={s['n']}: " + ", ".join(f"{k} {v}" for k, v in s["bottleneck"]["components_p50_ms"].items())
-                  + (f"; e5 query embedding p50 {s['bottleneck']['e5_query_embedding_p50_ms']} ms"
-                     if "e5_query_embedding_p50_ms" in s["bottleneck"] else ""))
+            print(
+                f"N={s['n']}: "
+                + ", ".join(f"{k} {v}" for k, v in s["bottleneck"]["components_p50_ms"].items())
+                + (
+                    f"; e5 query embedding p50 {s['bottleneck']['e5_query_embedding_p50_ms']} ms"
+                    if "e5_query_embedding_p50_ms" in s["bottleneck"]
+                    else ""
+                )
+            )
     if res.get("not_run"):
         print(f"not run: {res['not_run']}")
     print(f"\nJSON: {res.get('out')}  chart: {res.get('chart')}")
@@ -270,7 +323,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--profile-n", type=int, default=20000, help="chunks of the cProfile'd ingest (0 skips)")
-    ap.add_argument("--size-timeout", type=float, default=1800, help="seconds per size (build + query) before giving up")
+    ap.add_argument(
+        "--size-timeout", type=float, default=1800, help="seconds per size (build + query) before giving up"
+    )
     ap.add_argument("--out", default=str(BENCH / "results" / "scaling.json"))
     ap.add_argument("--chart", default=str(BENCH / "results" / "scaling.png"))
     ap.add_argument("--report", metavar="JSON")
@@ -297,22 +352,40 @@ def main() -> None:
     from hybridmem import config
 
     sizes = sorted(int(s) for s in a.sizes.split(",") if s.strip())
-    git = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
-                         text=True).stdout.strip() or None
-    res: dict = {"env": {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(), "git": git,
-                         "loadavg_start": loadavg()},
-                 "config": {"sizes": sizes, "queries": a.queries, "top_k": 10, "embedder": "lookup:384",
-                            "exact_threshold": config.EXACT_THRESHOLD, "batch_docs": 1000,
-                            "size_timeout_s": a.size_timeout},
-                 "sizes": [], "not_run": []}
+    git = (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+        ).stdout.strip()
+        or None
+    )
+    res: dict = {
+        "env": {
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "cpus": os.cpu_count(),
+            "git": git,
+            "loadavg_start": loadavg(),
+        },
+        "config": {
+            "sizes": sizes,
+            "queries": a.queries,
+            "top_k": 10,
+            "embedder": "lookup:384",
+            "exact_threshold": config.EXACT_THRESHOLD,
+            "batch_docs": 1000,
+            "size_timeout_s": a.size_timeout,
+        },
+        "sizes": [],
+        "not_run": [],
+    }
     e5_ms = _e5_query_ms()
     work = Path(tempfile.mkdtemp(prefix="hybridmem-scaling-"))
     t_all = time.perf_counter()
     try:
         if a.profile_n:
             print(f"[profile] add_documents on {a.profile_n} chunks ...", flush=True)
-            res["ingest_profile"] = _child(["--child", "profile", "--n", str(a.profile_n),
-                                            "--db", str(work / "profile.db")], a.size_timeout)
+            res["ingest_profile"] = _child(
+                ["--child", "profile", "--n", str(a.profile_n), "--db", str(work / "profile.db")], a.size_timeout
+            )
         for n in sizes:
             db = work / f"scale-{n}.db"
             t = time.perf_counter()
@@ -321,14 +394,27 @@ def main() -> None:
                 b = _child(["--child", "build", "--n", str(n), "--db", str(db)], a.size_timeout)
                 print(f"[N={n}] {b['write']['chunks_per_s']} chunks/s; querying ... (load avg {loadavg()})", flush=True)
                 left = a.size_timeout - (time.perf_counter() - t)
-                q = _child(["--child", "query", "--n", str(n), "--db", str(db), "--queries", str(a.queries)], max(left, 60))
-                s = {"n": n, "build": b, "query": q, "bottleneck": bottleneck(q, e5_ms),
-                     "wall_s": round(time.perf_counter() - t, 1)}
-                print(f"[N={n}] hybrid p50 {q['latency']['hybrid']['p50_ms']} ms, {q['dense_index_kind']}, "
-                      f"bottleneck {s['bottleneck']['retrieval_bottleneck']}", flush=True)
+                q = _child(
+                    ["--child", "query", "--n", str(n), "--db", str(db), "--queries", str(a.queries)], max(left, 60)
+                )
+                s = {
+                    "n": n,
+                    "build": b,
+                    "query": q,
+                    "bottleneck": bottleneck(q, e5_ms),
+                    "wall_s": round(time.perf_counter() - t, 1),
+                }
+                print(
+                    f"[N={n}] hybrid p50 {q['latency']['hybrid']['p50_ms']} ms, {q['dense_index_kind']}, "
+                    f"bottleneck {s['bottleneck']['retrieval_bottleneck']}",
+                    flush=True,
+                )
             except subprocess.TimeoutExpired:
-                s = {"n": n, "error": f"not finished within --size-timeout {a.size_timeout:.0f} s",
-                     "wall_s": round(time.perf_counter() - t, 1)}
+                s = {
+                    "n": n,
+                    "error": f"not finished within --size-timeout {a.size_timeout:.0f} s",
+                    "wall_s": round(time.perf_counter() - t, 1),
+                }
                 res["not_run"].append(s["error"] + f" (N={n})")
                 print(f"[N={n}] {s['error']}", flush=True)
             res["sizes"].append(s)
@@ -341,7 +427,9 @@ def main() -> None:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     res["out"] = str(out.relative_to(ROOT)) if out.resolve().is_relative_to(ROOT) else str(out)
-    res["chart"] = str(Path(a.chart).resolve().relative_to(ROOT)) if Path(a.chart).resolve().is_relative_to(ROOT) else a.chart
+    res["chart"] = (
+        str(Path(a.chart).resolve().relative_to(ROOT)) if Path(a.chart).resolve().is_relative_to(ROOT) else a.chart
+    )
     out.write_text(json.dumps(res, indent=2))
     chart(res, Path(a.chart))
     print_report(res)

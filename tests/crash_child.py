@@ -29,8 +29,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-WORDS = ("pool cache timeout billing replica shard index vacuum lock queue retry backoff latency gateway "
-         "connection postgres worker cluster failover snapshot").split()
+WORDS = (
+    "pool cache timeout billing replica shard index vacuum lock queue retry backoff latency gateway "
+    "connection postgres worker cluster failover snapshot"
+).split()
 
 
 @dataclass
@@ -153,8 +155,10 @@ def main() -> None:
             items = [new_id() for _ in range(rng.randint(2, 6))]
             record("I add " + " ".join(f"{i}={t}" for i, t in items))
             # batch_size 2: several transactions in one call, so a kill can land between them
-            mem.add_documents([{"id": i, "text": doc_text(i, t, rng), "metadata": {"seed": seed}} for i, t in items],
-                              batch_size=rng.choice([2, 64]))
+            mem.add_documents(
+                [{"id": i, "text": doc_text(i, t, rng), "metadata": {"seed": seed}} for i, t in items],
+                batch_size=rng.choice([2, 64]),
+            )
             record("A")
             alive += [i for i, _ in items]
             last_written = {i for i, _ in items}

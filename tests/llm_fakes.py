@@ -151,12 +151,18 @@ def wire_reply(seen: Seen, reply: Scripted) -> dict[str, Any]:
     """The model text ``reply.text`` as the endpoint's provider would send it."""
     text, (p, c) = reply.text or "", reply.usage
     if seen.provider == "openai":
-        return {"id": "chatcmpl-test", "object": "chat.completion", "model": seen.body.get("model"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}}
+        return {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "model": seen.body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c},
+        }
     if seen.provider == "gemini":
-        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
-                "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": c, "totalTokenCount": p + c}}
+        return {
+            "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": c, "totalTokenCount": p + c},
+        }
     tools = seen.body.get("tools") or []
     try:
         obj = json.loads(text)
@@ -167,8 +173,15 @@ def wire_reply(seen: Seen, reply: Scripted) -> dict[str, Any]:
         stop = "tool_use"
     else:
         block, stop = {"type": "text", "text": text}, "end_turn"
-    return {"id": "msg_test", "type": "message", "role": "assistant", "model": seen.body.get("model"),
-            "content": [block], "stop_reason": stop, "usage": {"input_tokens": p, "output_tokens": c}}
+    return {
+        "id": "msg_test",
+        "type": "message",
+        "role": "assistant",
+        "model": seen.body.get("model"),
+        "content": [block],
+        "stop_reason": stop,
+        "usage": {"input_tokens": p, "output_tokens": c},
+    }
 
 
 _ID_LINE = re.compile(r"^\[([^\]\n]+)\]", re.M)
@@ -186,8 +199,9 @@ class ScriptedChatModel(BaseChatModel):
     provider = "scripted"
 
     def __init__(self, replies: list[Any], **kwargs: Any) -> None:
-        super().__init__("test", base_url="http://scripted.invalid", api_key="unused",
-                         retry=kwargs.pop("retry", FAST), **kwargs)
+        super().__init__(
+            "test", base_url="http://scripted.invalid", api_key="unused", retry=kwargs.pop("retry", FAST), **kwargs
+        )
         self.replies = list(replies)
         self.seen: list[list[Message]] = []
 

@@ -28,8 +28,9 @@ class LiveServer:
                 s.bind(("127.0.0.1", 0))
                 self.port = s.getsockname()[1]
             self.url = f"http://127.0.0.1:{self.port}"
-            self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port,
-                                                        log_level="warning", lifespan="on"))
+            self.server = uvicorn.Server(
+                uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+            )
             self.thread = threading.Thread(target=self.server.run, daemon=True)
             self.thread.start()
             deadline = time.monotonic() + 20

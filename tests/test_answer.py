@@ -12,17 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_fakes import FakeLLMServer, Scripted, ScriptedChatModel, Seen, candidate_ids
 
 from hybridmem import Memory
 from hybridmem.answer import answer_messages, check_citations, extractive_answer, not_found_message
 from hybridmem.errors import LLMError, ValidationError
 from hybridmem.models import QueryResult
+from llm_fakes import FakeLLMServer, Scripted, ScriptedChatModel, Seen, candidate_ids
 
 
 def ctx(*items: tuple[str, str]) -> list[QueryResult]:
-    return [QueryResult(chunk_id=c, rrf_score=0.01, text=t, doc_id=c.rsplit("_p", 1)[0], source=f"{c}.md")
-            for c, t in items]
+    return [
+        QueryResult(chunk_id=c, rrf_score=0.01, text=t, doc_id=c.rsplit("_p", 1)[0], source=f"{c}.md") for c, t in items
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +37,9 @@ def test_invented_citations_are_removed_and_flagged() -> None:
     results = ctx(("pool_p1", "x"), ("cache_p1", "y"))
     text, cited, invented = check_citations(
         "Raise the pool [pool_p1] [doc_99_p3]. Purge it [cache_p1, ghost_p2]. See [the runbook below] too [zzz].",
-        ["pool_p1", "imaginary_p1"], results)
+        ["pool_p1", "imaginary_p1"],
+        results,
+    )
     assert text == "Raise the pool [pool_p1]. Purge it [cache_p1]. See [the runbook below] too."
     assert cited == ["pool_p1", "cache_p1"]
     assert invented == ["doc_99_p3", "ghost_p2", "zzz", "imaginary_p1"]
@@ -57,8 +60,11 @@ def test_a_document_id_cites_its_chunk_in_the_context() -> None:
 # ------------------------------------------------------------------------ extractive
 def test_extractive_answer_cites_the_best_sentences() -> None:
     results = ctx(
-        ("err-HEL-4040_p1", "# HEL-4040 — Invalid pipeline definition\n\nThe validator rejects the file.\n\n"
-                            "## Resolution\n\n1. Run `helio pipeline validate --no-strict` to list every faulty line."),
+        (
+            "err-HEL-4040_p1",
+            "# HEL-4040 — Invalid pipeline definition\n\nThe validator rejects the file.\n\n"
+            "## Resolution\n\n1. Run `helio pipeline validate --no-strict` to list every faulty line.",
+        ),
         ("faq_p1", "Pipelines are deployed with helio pipeline deploy. Weather is nice."),
     )
     a = extractive_answer("I get HEL-4040 when I validate my pipeline, what should I do?", results)
@@ -69,13 +75,16 @@ def test_extractive_answer_cites_the_best_sentences() -> None:
     assert "#" not in a.answer and "1." not in a.answer.split("[")[0][:3]  # markdown markers dropped
 
 
-@pytest.mark.parametrize(("question", "needle"), [
-    ("What is the capital of France?", "not in the memory"),
-    ("Quelle est la recette de la tarte tatin ?", "ne se trouve pas dans la mémoire"),
-    ("Wie ist das Wetter morgen in Berlin?", "nicht im Speicher"),
-    ("¿Cuál es la receta de la paella?", "no está en la memoria"),
-    ("今天天气怎么样？", "记忆库中没有"),
-])
+@pytest.mark.parametrize(
+    ("question", "needle"),
+    [
+        ("What is the capital of France?", "not in the memory"),
+        ("Quelle est la recette de la tarte tatin ?", "ne se trouve pas dans la mémoire"),
+        ("Wie ist das Wetter morgen in Berlin?", "nicht im Speicher"),
+        ("¿Cuál es la receta de la paella?", "no está en la memoria"),
+        ("今天天气怎么样？", "记忆库中没有"),
+    ],
+)
 def test_not_found_in_the_question_language(question: str, needle: str) -> None:
     results = ctx(("pool_p1", "PostgreSQL connection pool exhaustion causes HTTP 504 timeouts."))
     a = extractive_answer(question, results)
@@ -96,7 +105,7 @@ def test_empty_context_is_not_found() -> None:
 # ------------------------------------------------------------------------ Memory.ask
 DOCS = {
     "pool": "# Pool\n\nPostgreSQL connection pool exhaustion causes HTTP 504 timeouts on billing-service. "
-            "Increase max_connections to 200 to fix it.",
+    "Increase max_connections to 200 to fix it.",
     "cache": "# Cache\n\nPurge the connector cache when a data source returns stale results: helio connector purge.",
     "err": "# HEL-4040\n\nHEL-4040 means the pipeline definition was rejected by strict validation.",
 }
@@ -134,8 +143,13 @@ def test_ask_offline_not_found_and_filters(filled: Memory) -> None:
 
 def grounded(messages) -> str:
     ids = [x[1:].split("]")[0] for x in messages[-1]["content"].splitlines() if x.startswith("[")]
-    return json.dumps({"answer": f"Increase max_connections to 200 [{ids[0]}] [pool_p9].",
-                       "citations": [ids[0], "made_up_p1"], "found": True})
+    return json.dumps(
+        {
+            "answer": f"Increase max_connections to 200 [{ids[0]}] [pool_p9].",
+            "citations": [ids[0], "made_up_p1"],
+            "found": True,
+        }
+    )
 
 
 def test_ask_with_an_llm_checks_citations_and_sums_usage(filled: Memory) -> None:
@@ -202,11 +216,14 @@ def test_async_ask(filled: Memory) -> None:
 
 
 # ------------------------------------------------------------------------ CLI
-def run(db: Path, *args: str, env: dict[str, str] | None = None, embedder: str | None = "hash") -> subprocess.CompletedProcess:
+def run(
+    db: Path, *args: str, env: dict[str, str] | None = None, embedder: str | None = "hash"
+) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "hybridmem.cli", "--db", str(db)] + (["--embedder", embedder] if embedder else [])
     base = {k: v for k, v in os.environ.items() if not k.startswith(("HYBRIDMEM_LLM", "OPENAI_"))}
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, timeout=120,
-                          env={**base, "COLUMNS": "200", **(env or {})})
+    return subprocess.run(
+        cmd + list(args), capture_output=True, text=True, timeout=120, env={**base, "COLUMNS": "200", **(env or {})}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -225,21 +242,26 @@ def test_cli_ask_offline(store: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "pool_p1]" in r.stdout  # directory ingest: ids are <dir>/pool_p1
     assert "sources" in r.stdout and "answerer: extractive" in r.stdout and "no LLM configured" in r.stdout
-    r = run(store, "ask", "How many max_connections for HTTP 504?", "--json", "--filter", '{"environment": "production"}')
+    r = run(
+        store, "ask", "How many max_connections for HTTP 504?", "--json", "--filter", '{"environment": "production"}'
+    )
     data = json.loads(r.stdout)
     assert data["found"] and data["citations"][0]["doc_id"].endswith("/pool") and data["answerer"] == "extractive"
     r = run(store, "ask", "capitale du Pérou ?", "--filter", "environment=production")
     assert r.returncode == 0 and "ne se trouve pas" in r.stdout and "closest passages" in r.stdout
 
 
-@pytest.mark.parametrize(("args", "code", "needle"), [
-    (["ask", "x", "--llm", "gpt-4o"], 2, "unknown LLM"),
-    (["ask", "x", "--llm", "openai:gpt-4o-mini"], 8, "OPENAI_API_KEY"),
-    (["ask", "   "], 2, "search_text"),
-    (["ask", "x", "--filter", "{bad"], 2, "--filter"),
-    (["ask", "x", "--reranker", "magic"], 2, "reranker"),
-    (["search", "x", "--mode", "rerank", "--llm", "nope:x"], 2, "unknown LLM"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["ask", "x", "--llm", "gpt-4o"], 2, "unknown LLM"),
+        (["ask", "x", "--llm", "openai:gpt-4o-mini"], 8, "OPENAI_API_KEY"),
+        (["ask", "   "], 2, "search_text"),
+        (["ask", "x", "--filter", "{bad"], 2, "--filter"),
+        (["ask", "x", "--reranker", "magic"], 2, "reranker"),
+        (["search", "x", "--mode", "rerank", "--llm", "nope:x"], 2, "unknown LLM"),
+    ],
+)
 def test_cli_errors_are_clear(store: Path, args: list[str], code: int, needle: str) -> None:
     r = run(store, *args)
     assert r.returncode == code, (r.stdout, r.stderr)
@@ -250,8 +272,9 @@ def fake_model(seen: Seen) -> str:
     ids = candidate_ids(seen)
     if seen.schema_name == "RankedIds":
         return json.dumps({"ids": ids[::-1]})
-    return json.dumps({"answer": f"Set max_connections to 200 [{ids[0]}] [invented_p7].",
-                       "citations": [ids[0]], "found": True})
+    return json.dumps(
+        {"answer": f"Set max_connections to 200 [{ids[0]}] [invented_p7].", "citations": [ids[0]], "found": True}
+    )
 
 
 @pytest.fixture
@@ -309,8 +332,13 @@ def test_cli_rerank_failure_is_reported_not_fatal(store: Path, llm_server: FakeL
 def test_ask_on_the_demo_memory_offline(tmp_path: Path) -> None:
     """After `hybridmem demo` (real e5 weights), `ask` with no LLM cites err-HEL-4040."""
     db = tmp_path / "demo.db"
-    r = subprocess.run([sys.executable, "-m", "hybridmem.cli", "demo", "--demo-db", str(db)],
-                       capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [sys.executable, "-m", "hybridmem.cli", "demo", "--demo-db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     r = run(db, "ask", "J'obtiens HEL-4040, que dois-je faire ?", "--json", embedder=None)
     assert r.returncode == 0, r.stderr

@@ -18,27 +18,57 @@ from hybridmem.text.chunk import chunk_text
 from hybridmem.text.tokenize import detect_language, query_tokens, tokenize
 
 
-
 # ---------------------------------------------------------------- query syntax never leaks
 @pytest.fixture(scope="module")
 def small_mem(tmp_path_factory):
     m = Memory(tmp_path_factory.mktemp("bm25") / "m.db", embedder="hash", auto_embed=False)
-    m.add_documents([
-        {"id": "near", "text": "The NEAR operator and the NOT keyword are plain words here (really)."},
-        {"id": "code", "text": 'Error HEL-4040: "quoted" value in max_connections; see c++ and foo.bar() ^^'},
-        {"id": "emoji", "text": "Deploy went fine 🚀 except the {braces} and col:on tokens * - +"},
-        {"id": "fr", "text": "Les connexions à la base de données sont dépassées."},
-        {"id": "zh", "text": "数据库连接池耗尽导致网关超时"},
-    ])
+    m.add_documents(
+        [
+            {"id": "near", "text": "The NEAR operator and the NOT keyword are plain words here (really)."},
+            {"id": "code", "text": 'Error HEL-4040: "quoted" value in max_connections; see c++ and foo.bar() ^^'},
+            {"id": "emoji", "text": "Deploy went fine 🚀 except the {braces} and col:on tokens * - +"},
+            {"id": "fr", "text": "Les connexions à la base de données sont dépassées."},
+            {"id": "zh", "text": "数据库连接池耗尽导致网关超时"},
+        ]
+    )
     yield m
     m.close()
 
 
-SYNTAX = ['"', "*", "-", "(", ")", "AND", "OR", "NOT", "NEAR", "NEAR(", ":", "^", "{", "}", "+", "'",
-          "😀", "🚀", "\\", "col:on", "HEL-4040", " ", "\t", "\n", "c++", "数据", "é", "\u0301"]
+SYNTAX = [
+    '"',
+    "*",
+    "-",
+    "(",
+    ")",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR",
+    "NEAR(",
+    ":",
+    "^",
+    "{",
+    "}",
+    "+",
+    "'",
+    "😀",
+    "🚀",
+    "\\",
+    "col:on",
+    "HEL-4040",
+    " ",
+    "\t",
+    "\n",
+    "c++",
+    "数据",
+    "é",
+    "\u0301",
+]
 queries = st.lists(
     st.one_of(st.sampled_from(SYNTAX), st.text(max_size=8), st.text(alphabet='"*-():^{}ANDORTE ', max_size=8)),
-    min_size=1, max_size=12,
+    min_size=1,
+    max_size=12,
 ).map(lambda parts: " ".join(parts) if len(parts) % 2 else "".join(parts))
 
 
@@ -63,7 +93,7 @@ def test_any_query_text_is_safe(small_mem, q):
 @pytest.mark.parametrize(
     "q, expect",
     [
-        ('NEAR(operator keyword)', "near"),
+        ("NEAR(operator keyword)", "near"),
         ('"quoted" AND value', "code"),
         ("HEL-4040", "code"),
         ("max_connections^", "code"),
@@ -107,8 +137,7 @@ def scifact(scifact_bm25):
     ds, m, rep = scifact_bm25
     queries, qrels, docs = ds.queries, ds.qrels, ds.docs
     assert len(rep.added) == len(docs) and rep.chunks_written == len(docs)
-    ours = {qid: [r.doc_id for r in m.search(queries[qid], mode="bm25", top_k=10, fetch_k=10).results]
-            for qid in qrels}
+    ours = {qid: [r.doc_id for r in m.search(queries[qid], mode="bm25", top_k=10, fetch_k=10).results] for qid in qrels}
 
     # the oracle: exactly the tokens Memory._prepare indexed: one chunk per document, tokenized in
     # the language Memory detected for it (recorded per chunk in the store)
@@ -148,8 +177,10 @@ def test_scifact_bm25_matches_rank_bm25(scifact):
     overlaps = [len(set(ours[q]) & set(theirs[q])) / max(1, len(theirs[q])) for q in qrels]
     mean = sum(overlaps) / len(overlaps)
     top1 = sum(bool(ours[q]) and bool(theirs[q]) and ours[q][0] == theirs[q][0] for q in qrels) / len(qrels)
-    print(f"\nSciFact BM25 vs rank_bm25: mean top-10 overlap {mean:.4f}, top-1 agreement {top1:.4f} "
-          f"({scifact['seconds']:.1f}s)")
+    print(
+        f"\nSciFact BM25 vs rank_bm25: mean top-10 overlap {mean:.4f}, top-1 agreement {top1:.4f} "
+        f"({scifact['seconds']:.1f}s)"
+    )
     assert all(len(ours[q]) == 10 for q in qrels)
     assert mean >= 0.9
     assert top1 >= 0.9
@@ -159,7 +190,6 @@ def test_scifact_bm25_ndcg(scifact):
     qrels, ours = scifact["qrels"], scifact["ours"]
     ndcg = sum(_ndcg10(ours[q], qrels[q]) for q in qrels) / len(qrels)
     oracle = sum(_ndcg10(scifact["theirs"][q], qrels[q]) for q in qrels) / len(qrels)
-    print(f"\nSciFact test nDCG@10: ours {ndcg:.4f}, rank_bm25 on our tokens {oracle:.4f} "
-          "(Pyserini BM25 flat: 0.679)")
+    print(f"\nSciFact test nDCG@10: ours {ndcg:.4f}, rank_bm25 on our tokens {oracle:.4f} (Pyserini BM25 flat: 0.679)")
     assert ndcg >= 0.64
     assert abs(ndcg - oracle) < 0.02

@@ -20,11 +20,17 @@ def prose(word: str, n: int) -> str:
 
 
 CODE = "```python\n" + "\n".join(f"x_{i} = compute({i})  # step {i}" for i in range(12)) + "\n```"
-DOC = "\n\n".join([
-    "# Guide", prose("alpha", 10),
-    "## Code", CODE, prose("beta", 10),
-    "## End", prose("gamma", 12),
-])
+DOC = "\n\n".join(
+    [
+        "# Guide",
+        prose("alpha", 10),
+        "## Code",
+        CODE,
+        prose("beta", 10),
+        "## End",
+        prose("gamma", 12),
+    ]
+)
 
 
 # ---------------------------------------------------------------- chunking
@@ -113,7 +119,7 @@ def test_size_none_keeps_one_chunk():
 
 def test_crlf_and_tilde_fences():
     code = "~~~\nkeep\n\nthis blank line\n~~~"
-    text = ("Intro paragraph.\r\n\r\n" + code.replace("\n", "\r\n") + "\r\n\r\n" + prose("after", 12))
+    text = "Intro paragraph.\r\n\r\n" + code.replace("\n", "\r\n") + "\r\n\r\n" + prose("after", 12)
     chunks = chunk_text(text, 300, 50)
     assert sum(code in c for c in chunks) == 1
 
@@ -122,10 +128,12 @@ def test_crlf_and_tilde_fences():
 _word = st.text(alphabet="abcdefghijklmnop", min_size=1, max_size=12)
 _sentence = st.lists(_word, min_size=1, max_size=25).map(lambda ws: " ".join(ws).capitalize() + ".")
 _para = st.lists(_sentence, min_size=1, max_size=12).map(" ".join)
-_heading = st.tuples(st.integers(1, 3), st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=8),
-                                                 min_size=1, max_size=3)).map(lambda t: "#" * t[0] + " " + " ".join(t[1]))
+_heading = st.tuples(
+    st.integers(1, 3), st.lists(st.text(alphabet="abcdefgh", min_size=1, max_size=8), min_size=1, max_size=3)
+).map(lambda t: "#" * t[0] + " " + " ".join(t[1]))
 _code = st.lists(st.lists(_word, min_size=1, max_size=8).map(" ".join), min_size=1, max_size=15).map(
-    lambda ls: "```\n" + "\n".join(ls) + "\n```")
+    lambda ls: "```\n" + "\n".join(ls) + "\n```"
+)
 _section = st.tuples(_heading, st.lists(st.one_of(_para, _para, _code), min_size=1, max_size=4))
 _doc = st.lists(_section, min_size=1, max_size=6)
 
@@ -161,15 +169,31 @@ def kb(tmp_path: Path) -> Path:
     (kb / "c.rst").write_text("Title\n=====\n\nRST text about badgers.", encoding="utf-8")
     (kb / "d.html").write_text(
         "<html><head><title>Page T</title><style>.x{color:red}</style><script>var zzzscript=1</script></head>"
-        "<body><h2>Ferret section</h2><p>HTML about ferrets &amp; stoats.</p></body></html>", encoding="utf-8")
-    (kb / "e.json").write_text(json.dumps([
-        {"id": "rec-1", "title": "Lynx", "text": "JSON record about lynx.", "service": "billing",
-         "metadata": {"env": "prod"}},
-        {"text": "second record about hares", "severity": 2},
-    ]), encoding="utf-8")
+        "<body><h2>Ferret section</h2><p>HTML about ferrets &amp; stoats.</p></body></html>",
+        encoding="utf-8",
+    )
+    (kb / "e.json").write_text(
+        json.dumps(
+            [
+                {
+                    "id": "rec-1",
+                    "title": "Lynx",
+                    "text": "JSON record about lynx.",
+                    "service": "billing",
+                    "metadata": {"env": "prod"},
+                },
+                {"text": "second record about hares", "severity": 2},
+            ]
+        ),
+        encoding="utf-8",
+    )
     (kb / "sub" / "f.jsonl").write_text(
-        json.dumps({"_id": "j1", "text": "JSONL about minks", "source": "tickets/42"}) + "\n\n"
-        + json.dumps({"doc_id": "j2", "text": "JSONL about voles", "team": "sre"}) + "\n", encoding="utf-8")
+        json.dumps({"_id": "j1", "text": "JSONL about minks", "source": "tickets/42"})
+        + "\n\n"
+        + json.dumps({"doc_id": "j2", "text": "JSONL about voles", "team": "sre"})
+        + "\n",
+        encoding="utf-8",
+    )
     (kb / "bin.txt").write_bytes(b"\x00\x01\x02 binary about otters")
     (kb / "bad.md").write_bytes(b"caf\xe9 in latin-1, about otters")
     (kb / "img.png").write_bytes(b"\x89PNG\r\n")
@@ -210,7 +234,9 @@ def test_ingest_directory(mem, kb):
     voles = top("voles")
     assert voles.doc_id == "j2" and voles.metadata == {"team": "sre"} and voles.source.endswith("f.jsonl")
     # metadata fields are filterable at once
-    assert [r.doc_id for r in mem.search("about", mode="bm25", metadata_filter={"service": "billing"}).results] == ["rec-1"]
+    assert [r.doc_id for r in mem.search("about", mode="bm25", metadata_filter={"service": "billing"}).results] == [
+        "rec-1"
+    ]
     assert mem.stats().metadata_keys == ["env", "service", "severity", "team"]
 
 
@@ -254,7 +280,7 @@ def test_missing_path(mem, tmp_path):
 
 def test_bad_json_skipped_with_reason(mem, tmp_path):
     (tmp_path / "ok.md").write_text("fine document about moles", encoding="utf-8")
-    (tmp_path / "broken.json").write_text("[{\"text\": ", encoding="utf-8")
+    (tmp_path / "broken.json").write_text('[{"text": ', encoding="utf-8")
     (tmp_path / "notext.jsonl").write_text(json.dumps({"body": "no text field"}) + "\n", encoding="utf-8")
     rep = mem.ingest_path(tmp_path)
     reasons = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
@@ -264,8 +290,10 @@ def test_bad_json_skipped_with_reason(mem, tmp_path):
 
 
 def test_html_to_text():
-    out = html_to_text("<html><head><title>My Page</title></head><body><p>Hello <b>world</b></p>"
-                       "<script>alert(1)</script><ul><li>a</li><li>b</li></ul></body></html>")
+    out = html_to_text(
+        "<html><head><title>My Page</title></head><body><p>Hello <b>world</b></p>"
+        "<script>alert(1)</script><ul><li>a</li><li>b</li></ul></body></html>"
+    )
     assert out.startswith("# My Page")
     assert "Hello world" in out and "alert" not in out
     assert "- a" in out and "- b" in out

@@ -65,7 +65,9 @@ def test_request_file_of_the_contract(store: Path, tmp_path: Path) -> None:
 
 
 def test_stdin_ingest_get_delete_stats(store: Path) -> None:
-    r = run(store, "ingest", "-", "--id", "fact-1", "--source", "agent", stdin="The billing DB pool is 200 connections.")
+    r = run(
+        store, "ingest", "-", "--id", "fact-1", "--source", "agent", stdin="The billing DB pool is 200 connections."
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(run(store, "get", "fact-1").stdout)["source"] == "agent"
     r = run(store, "stats", "--json")
@@ -114,7 +116,10 @@ def test_demo_with_real_weights(tmp_path: Path) -> None:
     production filter never shows a staging chunk (the command exits non-zero otherwise)."""
     r = subprocess.run(
         [sys.executable, "-m", "hybridmem.cli", "demo", "--demo-db", str(tmp_path / "demo.db")],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "hybrid ranks both gold documents first" in r.stdout

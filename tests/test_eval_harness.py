@@ -13,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import shared_path
 from hybridmem.errors import NotFoundError, ValidationError
 from hybridmem.eval.datasets import load_dataset
 from hybridmem.eval.harness import CLASSIC, EvalConfig, parse_sweep, run_eval
-
-from conftest import shared_path
 
 
 def _qrels(path: Path) -> dict[str, dict[str, int]]:
@@ -94,7 +93,8 @@ def test_every_mode_scored_skips_explained_and_numbers_consistent(scifact_slice:
     comp = [c for c in res["comparisons"] if c["best_single_leg"] and c["metric"] == "ndcg@10"]
     assert len(comp) == 1 and comp[0]["b"] == "bm25" and 0 <= comp[0]["p_randomization"] <= 1
     assert comp[0]["mean_diff"] == pytest.approx(
-        modes["hybrid"]["metrics"]["all"]["ndcg@10"] - modes["bm25"]["metrics"]["all"]["ndcg@10"])
+        modes["hybrid"]["metrics"]["all"]["ndcg@10"] - modes["bm25"]["metrics"]["all"]["ndcg@10"]
+    )
     leg = next(t for t in res["targets"] if t.get("label", "").startswith("hybrid ≥ best single leg"))
     assert leg["met"] == (leg["measured"] >= leg["target"]) and (leg["met"] or "weak" in leg["why"] or leg["why"])
     assert res["targets"] and res["references"] == []  # the slice is not the published set
@@ -117,15 +117,22 @@ def test_index_cached_and_rebuilt_when_corpus_changes(scifact_slice: Path, tmp_p
     assert not third["index"]["cached"] and third["index"]["key"] != first["index"]["key"]
     assert third["dataset"]["docs"] == first["dataset"]["docs"] + 1
     # vectors are added to a cached BM25-only index when a later run needs them
-    fourth = run_eval(load_dataset(str(scifact_slice)), EvalConfig(modes=("vector",), embedder="hash",
-                                                                    cache_dir=tmp_path / "cache"))
+    fourth = run_eval(
+        load_dataset(str(scifact_slice)), EvalConfig(modes=("vector",), embedder="hash", cache_dir=tmp_path / "cache")
+    )
     assert fourth["index"]["cached"] and fourth["index"]["vectors"] == fourth["index"]["chunks"]
 
 
-def test_sweep_tunes_on_train_and_recommends_only_a_setting_better_everywhere(scifact_slice: Path, tmp_path: Path) -> None:
+def test_sweep_tunes_on_train_and_recommends_only_a_setting_better_everywhere(
+    scifact_slice: Path, tmp_path: Path
+) -> None:
     ds = load_dataset(str(scifact_slice), "test")
-    cfg = EvalConfig(modes=("hybrid",), embedder="hash", cache_dir=tmp_path,
-                     sweep=parse_sweep(["dense_weight=0,0.5,1", "rrf_k=10,60"]))
+    cfg = EvalConfig(
+        modes=("hybrid",),
+        embedder="hash",
+        cache_dir=tmp_path,
+        sweep=parse_sweep(["dense_weight=0,0.5,1", "rrf_k=10,60"]),
+    )
     sw = run_eval(ds, cfg, load_split=lambda s: load_dataset(str(scifact_slice), s))["sweep"]
     assert sw["tune_split"] == "train" and sw["report_split"] == "test"
     assert sw["tune_queries"] == 60 and sw["report_queries"] == 60
@@ -135,7 +142,9 @@ def test_sweep_tunes_on_train_and_recommends_only_a_setting_better_everywhere(sc
     rec = sw["recommended"]
     if rec is None:
         assert sw["verdict"].startswith("classic RRF stays")
-        assert not any(all(g["tune"][c] > base["tune"][c] for c in base["tune"]) for g in sw["grid"] if not g["classic"])
+        assert not any(
+            all(g["tune"][c] > base["tune"][c] for c in base["tune"]) for g in sw["grid"] if not g["classic"]
+        )
     else:
         assert all(rec["tune"][c] > base["tune"][c] for c in base["tune"]) and "recommended" in sw["verdict"]
     # dense_weight 0 is BM25 + the identifier leg alone: it must differ from classic RRF with a hash embedder
@@ -156,8 +165,12 @@ def test_demo_set_without_splits_tunes_on_a_dev_half(tmp_path: Path) -> None:
 
 
 def test_bad_settings_are_named() -> None:
-    for spec, msg in (("dense=1,2", "NAME one of"), ("rrf_k=", "at least one"), ("rrf_k=a,b", "numbers"),
-                      ("dense_weight=-1", "≥ 0")):
+    for spec, msg in (
+        ("dense=1,2", "NAME one of"),
+        ("rrf_k=", "at least one"),
+        ("rrf_k=a,b", "numbers"),
+        ("dense_weight=-1", "≥ 0"),
+    ):
         with pytest.raises(ValidationError, match=msg) as e:
             parse_sweep([spec])
         assert e.value.field == "sweep"
@@ -169,13 +182,28 @@ def test_bad_settings_are_named() -> None:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hybridmem.cli", "eval", *args], capture_output=True, text=True,
-                          timeout=900, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "hybridmem.cli", "eval", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_cli_writes_report_json_and_charts(scifact_slice: Path, tmp_path: Path) -> None:
-    r = _cli(str(scifact_slice), "--embedder", "hash", "--no-rerank", "--out", str(tmp_path / "out"),
-             "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    r = _cli(
+        str(scifact_slice),
+        "--embedder",
+        "hash",
+        "--no-rerank",
+        "--out",
+        str(tmp_path / "out"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "hybrid vs best single leg" in r.stdout
     out = tmp_path / "out"
@@ -185,8 +213,19 @@ def test_cli_writes_report_json_and_charts(scifact_slice: Path, tmp_path: Path) 
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text()
     assert "short" in md and "long" in md and "metric_by_category.png" in md
-    r = _cli(str(scifact_slice), "--embedder", "hash", "--modes", "bm25", "--json", "--out", str(tmp_path / "o2"),
-             "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    r = _cli(
+        str(scifact_slice),
+        "--embedder",
+        "hash",
+        "--modes",
+        "bm25",
+        "--json",
+        "--out",
+        str(tmp_path / "o2"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        cwd=tmp_path,
+    )
     js = json.loads(r.stdout)
     assert js["index"]["cached"] and "per_query" not in js["modes"]["bm25"]
 
@@ -204,8 +243,16 @@ def test_cli_errors_are_clear(tmp_path: Path) -> None:
 def test_demo_eval_with_real_weights(tmp_path: Path) -> None:
     """The done-when of the evaluation issue: the demo report shows per-category MRR for bm25, vector
     and hybrid, computed with the bundled e5 model."""
-    r = _cli("demo", "--modes", "bm25,vector,hybrid", "--out", str(tmp_path / "out"),
-             "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    r = _cli(
+        "demo",
+        "--modes",
+        "bm25,vector,hybrid",
+        "--out",
+        str(tmp_path / "out"),
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     assert data["embedder"].startswith("e5:")

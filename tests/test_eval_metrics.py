@@ -90,7 +90,8 @@ def test_graded_and_unjudged_match_pytrec_eval():
     full = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.1,5,10,100"})
     theirs = full.evaluate({q: _trec_run(r) for q, r in run.items()})
     theirs_rr = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(
-        {q: _trec_run(r[:10]) for q, r in run.items()})
+        {q: _trec_run(r[:10]) for q, r in run.items()}
+    )
     for q in qrels:
         ours = per_query(run[q], qrels[q])
         assert ours["ndcg@10"] == pytest.approx(theirs[q]["ndcg_cut_10"], abs=TOL), q
@@ -235,8 +236,9 @@ def test_paired_test_pure_noise():
     assert lo < 0 < hi
 
 
-@pytest.mark.parametrize("a, b", [([0.1, 0.2, 0.3], [0.1, 0.2]), ([0.5], [0.1, 0.2, 0.3]),
-                                  ([0.1, 0.2], [0.5]), ([], [])])
+@pytest.mark.parametrize(
+    "a, b", [([0.1, 0.2, 0.3], [0.1, 0.2]), ([0.5], [0.1, 0.2, 0.3]), ([0.1, 0.2], [0.5]), ([], [])]
+)
 def test_paired_test_rejects_unequal_or_empty(a, b):
     with pytest.raises(ValueError, match="equally long"):
         paired_test(a, b)

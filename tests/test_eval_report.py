@@ -18,73 +18,145 @@ KS = [1, 2, 3, 5, 10, 20, 50, 100]
 
 def _metrics(mrr: float, ndcg: float, recalls: tuple[float, float, float, float], n: int) -> dict:
     r1, r5, r10, r100 = recalls
-    return {"mrr@10": mrr, "ndcg@10": ndcg, "recall@1": r1, "recall@5": r5, "recall@10": r10,
-            "recall@100": r100, "queries": n}
+    return {
+        "mrr@10": mrr,
+        "ndcg@10": ndcg,
+        "recall@1": r1,
+        "recall@5": r5,
+        "recall@10": r10,
+        "recall@100": r100,
+        "queries": n,
+    }
 
 
 def _mode(all_, ident, para, curve, p50, p95) -> dict:
-    return {"status": "ok", "queries": 21,
-            "metrics": {"all": _metrics(*all_, 21), "exact_identifier": _metrics(*ident, 12),
-                        "paraphrase": _metrics(*para, 9)},
-            "recall_curve": {"k": KS, "recall": curve},
-            "latency_ms": {"p50": p50, "p95": p95, "mean": (p50 + p95) / 2}}
+    return {
+        "status": "ok",
+        "queries": 21,
+        "metrics": {
+            "all": _metrics(*all_, 21),
+            "exact_identifier": _metrics(*ident, 12),
+            "paraphrase": _metrics(*para, 9),
+        },
+        "recall_curve": {"k": KS, "recall": curve},
+        "latency_ms": {"p50": p50, "p95": p95, "mean": (p50 + p95) / 2},
+    }
 
 
 def make_results() -> dict:
     return {
-        "dataset": {"name": "memqa", "path": "shared/data/memqa", "split": "test", "docs": 412, "chunks": 530,
-                    "queries": 21, "categories": {"exact_identifier": 12, "paraphrase": 9}},
+        "dataset": {
+            "name": "memqa",
+            "path": "shared/data/memqa",
+            "split": "test",
+            "docs": 412,
+            "chunks": 530,
+            "queries": 21,
+            "categories": {"exact_identifier": 12, "paraphrase": 9},
+        },
         "embedder": "e5:multilingual-e5-small-q4",
-        "top_k": 10, "depth": 100,
+        "top_k": 10,
+        "depth": 100,
         "index": {"cached": False, "build_s": 812.3, "embed_s": 790.1, "key": "ab12cd34ef56ab78"},
         "modes": {
-            "bm25": _mode((0.612, 0.655, (0.52, 0.74, 0.80, 0.93)), (0.901, 0.912, (0.83, 0.95, 0.97, 1.0)),
-                          (0.227, 0.313, (0.11, 0.44, 0.56, 0.83)),
-                          [0.52, 0.60, 0.66, 0.74, 0.80, 0.86, 0.90, 0.93], 3.1, 5.0),
-            "vector": _mode((0.588, 0.641, (0.47, 0.72, 0.81, 0.96)), (0.655, 0.690, (0.58, 0.78, 0.84, 0.97)),
-                            (0.498, 0.576, (0.33, 0.67, 0.78, 0.94)),
-                            [0.47, 0.58, 0.65, 0.72, 0.81, 0.88, 0.93, 0.96], 12.4, 19.8),
-            "hybrid": _mode((0.701, 0.744, (0.61, 0.83, 0.88, 0.98)), (0.893, 0.905, (0.83, 0.94, 0.97, 1.0)),
-                            (0.446, 0.529, (0.33, 0.67, 0.78, 0.96)),
-                            [0.61, 0.70, 0.76, 0.83, 0.88, 0.92, 0.96, 0.98], 15.9, 24.2),
+            "bm25": _mode(
+                (0.612, 0.655, (0.52, 0.74, 0.80, 0.93)),
+                (0.901, 0.912, (0.83, 0.95, 0.97, 1.0)),
+                (0.227, 0.313, (0.11, 0.44, 0.56, 0.83)),
+                [0.52, 0.60, 0.66, 0.74, 0.80, 0.86, 0.90, 0.93],
+                3.1,
+                5.0,
+            ),
+            "vector": _mode(
+                (0.588, 0.641, (0.47, 0.72, 0.81, 0.96)),
+                (0.655, 0.690, (0.58, 0.78, 0.84, 0.97)),
+                (0.498, 0.576, (0.33, 0.67, 0.78, 0.94)),
+                [0.47, 0.58, 0.65, 0.72, 0.81, 0.88, 0.93, 0.96],
+                12.4,
+                19.8,
+            ),
+            "hybrid": _mode(
+                (0.701, 0.744, (0.61, 0.83, 0.88, 0.98)),
+                (0.893, 0.905, (0.83, 0.94, 0.97, 1.0)),
+                (0.446, 0.529, (0.33, 0.67, 0.78, 0.96)),
+                [0.61, 0.70, 0.76, 0.83, 0.88, 0.92, 0.96, 0.98],
+                15.9,
+                24.2,
+            ),
             "rerank": {"status": "skipped", "note": "no LLM configured (set HYBRIDMEM_LLM)"},
         },
         "comparisons": [
-            {"a": "hybrid", "b": "bm25", "metric": "ndcg@10", "mean_diff": 0.089, "ci95": [0.031, 0.148],
-             "p_bootstrap": 0.004, "p_randomization": 0.006, "queries": 21,
-             "label": "hybrid vs best single leg (bm25)"},
-            {"a": "vector", "b": "bm25", "metric": "ndcg@10", "mean_diff": -0.014, "ci95": [-0.09, 0.06],
-             "p_bootstrap": 0.71, "p_randomization": 0.74, "queries": 21},
+            {
+                "a": "hybrid",
+                "b": "bm25",
+                "metric": "ndcg@10",
+                "mean_diff": 0.089,
+                "ci95": [0.031, 0.148],
+                "p_bootstrap": 0.004,
+                "p_randomization": 0.006,
+                "queries": 21,
+                "label": "hybrid vs best single leg (bm25)",
+            },
+            {
+                "a": "vector",
+                "b": "bm25",
+                "metric": "ndcg@10",
+                "mean_diff": -0.014,
+                "ci95": [-0.09, 0.06],
+                "p_bootstrap": 0.71,
+                "p_randomization": 0.74,
+                "queries": 21,
+            },
         ],
-        "references": [{"system": "BM25 flat (Pyserini)", "metric": "ndcg@10", "value": 0.679,
-                        "source": "shared/data/README.md"}],
+        "references": [
+            {"system": "BM25 flat (Pyserini)", "metric": "ndcg@10", "value": 0.679, "source": "shared/data/README.md"}
+        ],
         "targets": [
             {"mode": "hybrid", "metric": "ndcg@10", "target": 0.70, "measured": 0.744, "met": True, "gap": 0.044},
-            {"mode": "hybrid", "metric": "mrr@10", "target": 0.75, "measured": 0.701, "met": False, "gap": -0.049,
-             "why": "paraphrase queries pull the mean down"},
+            {
+                "mode": "hybrid",
+                "metric": "mrr@10",
+                "target": 0.75,
+                "measured": 0.701,
+                "met": False,
+                "gap": -0.049,
+                "why": "paraphrase queries pull the mean down",
+            },
         ],
         "sweep": {
-            "metric": "ndcg@10", "tune_split": "train", "report_split": "test",
+            "metric": "ndcg@10",
+            "tune_split": "train",
+            "report_split": "test",
             "params": ["dense_weight", "rrf_k"],
             "grid": [
-                {"params": {"dense_weight": 1, "rrf_k": 60},
-                 "tune": {"all": 0.731, "exact_identifier": 0.90, "paraphrase": 0.51},
-                 "report": {"all": 0.744, "exact_identifier": 0.905, "paraphrase": 0.529}},
-                {"params": {"dense_weight": 1.5, "rrf_k": 60},
-                 "tune": {"all": 0.738, "exact_identifier": 0.88, "paraphrase": 0.55},
-                 "report": {"all": 0.741, "exact_identifier": 0.884, "paraphrase": 0.551}},
-                {"params": {"dense_weight": 0.5, "rrf_k": 20},
-                 "tune": {"all": 0.722, "exact_identifier": 0.92, "paraphrase": 0.46},
-                 "report": {"all": 0.730, "exact_identifier": 0.917, "paraphrase": 0.481}},
+                {
+                    "params": {"dense_weight": 1, "rrf_k": 60},
+                    "tune": {"all": 0.731, "exact_identifier": 0.90, "paraphrase": 0.51},
+                    "report": {"all": 0.744, "exact_identifier": 0.905, "paraphrase": 0.529},
+                },
+                {
+                    "params": {"dense_weight": 1.5, "rrf_k": 60},
+                    "tune": {"all": 0.738, "exact_identifier": 0.88, "paraphrase": 0.55},
+                    "report": {"all": 0.741, "exact_identifier": 0.884, "paraphrase": 0.551},
+                },
+                {
+                    "params": {"dense_weight": 0.5, "rrf_k": 20},
+                    "tune": {"all": 0.722, "exact_identifier": 0.92, "paraphrase": 0.46},
+                    "report": {"all": 0.730, "exact_identifier": 0.917, "paraphrase": 0.481},
+                },
             ],
-            "baseline": {"params": {"dense_weight": 1, "rrf_k": 60},
-                         "tune": {"all": 0.731, "exact_identifier": 0.90, "paraphrase": 0.51},
-                         "report": {"all": 0.744, "exact_identifier": 0.905, "paraphrase": 0.529}},
+            "baseline": {
+                "params": {"dense_weight": 1, "rrf_k": 60},
+                "tune": {"all": 0.731, "exact_identifier": 0.90, "paraphrase": 0.51},
+                "report": {"all": 0.744, "exact_identifier": 0.905, "paraphrase": 0.529},
+            },
             "recommended": None,
             "verdict": "classic RRF stays: no setting beats it in every category",
         },
         "notes": ["3 queries without judged documents were dropped", "index built on 2 CPU cores"],
-        "started": "2026-11-29T17:00:00Z", "took_s": 42.0, "hybridmem_version": "0.1.0",
+        "started": "2026-11-29T17:00:00Z",
+        "took_s": 42.0,
+        "hybridmem_version": "0.1.0",
     }
 
 
@@ -181,8 +253,16 @@ def test_markdown_contents(written) -> None:
     assert "- 3 queries without judged documents were dropped" in md
     assert "](metric_by_category.png)" in md and "](recall_curve.png)" in md
     # section order
-    order = ["## Overall", "## By category", "## Paired comparisons", "## Published references",
-             "## Targets", "## Parameter sweep", "## Notes", "## Charts"]
+    order = [
+        "## Overall",
+        "## By category",
+        "## Paired comparisons",
+        "## Published references",
+        "## Targets",
+        "## Parameter sweep",
+        "## Notes",
+        "## Charts",
+    ]
     positions = [md.index(h) for h in order]
     assert positions == sorted(positions)
 
@@ -224,13 +304,26 @@ def test_harness_field_variants() -> None:
     results = make_results()
     results["index"] = {"cached": False, "key": "k", "index_s": 95.0, "embed_s": 61.5}
     results["modes"]["rerank"]["note"] = "skipped: reranking needs an LLM and none is configured"
-    results["targets"].append({"mode": "hybrid", "metric": "ndcg@10", "target": 0.655, "measured": 0.744,
-                               "met": True, "gap": 0.089, "label": "hybrid ≥ best single leg (bm25)"})
+    results["targets"].append(
+        {
+            "mode": "hybrid",
+            "metric": "ndcg@10",
+            "target": 0.655,
+            "measured": 0.744,
+            "met": True,
+            "gap": 0.089,
+            "label": "hybrid ≥ best single leg (bm25)",
+        }
+    )
     results["sweep"].update(tune_split="dev half", report_split="other half", tune_queries=10, report_queries=11)
     results["by_language"] = {
-        m: {"all": {"ndcg@10": v, "queries": 21}, "fr": {"ndcg@10": v - 0.1, "queries": 11},
-            "de": {"ndcg@10": v + 0.1, "queries": 10}}
-        for m, v in (("bm25", 0.655), ("vector", 0.641), ("hybrid", 0.744))}
+        m: {
+            "all": {"ndcg@10": v, "queries": 21},
+            "fr": {"ndcg@10": v - 0.1, "queries": 11},
+            "de": {"ndcg@10": v + 0.1, "queries": 10},
+        }
+        for m, v in (("bm25", 0.655), ("vector", 0.641), ("hybrid", 0.744))
+    }
     md = render_markdown(results)
     assert "index built in 1 min 35 s (embedding 1 min 02 s)" in md
     assert "- `rerank` — skipped: reranking needs an LLM and none is configured\n" in md
@@ -248,7 +341,8 @@ def test_wide_sweep_splits_into_two_tables() -> None:
     assert "### Tuned on `train`" in md and "### Reported on `test`" in md
     assert "train: all" not in md
     assert "| | dense_weight | rrf_k | all | exact_identifier | paraphrase | temporal | negation |" in md.replace(
-        "|  |", "| |")
+        "|  |", "| |"
+    )
 
 
 def test_no_ok_mode_still_writes_charts(tmp_path: Path) -> None:
@@ -263,8 +357,15 @@ def test_summary_compares_datasets(tmp_path: Path) -> None:
     a = make_results()
     b = make_single_category()
     b["modes"]["vector"]["metrics"]["all"]["ndcg@10"] = 0.702
-    b["comparisons"] = [dict(a["comparisons"][0], b="vector", mean_diff=0.012, p_randomization=0.31,
-                             label="hybrid vs best single leg (vector)")]
+    b["comparisons"] = [
+        dict(
+            a["comparisons"][0],
+            b="vector",
+            mean_diff=0.012,
+            p_randomization=0.31,
+            label="hybrid vs best single leg (vector)",
+        )
+    ]
     runs = [a, b]
     before = copy.deepcopy(runs)
     md = render_summary(runs)
@@ -288,6 +389,8 @@ def test_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, hybridmem, hybridmem.eval.report; "
-            "assert 'matplotlib' not in sys.modules, 'matplotlib imported eagerly'")
+    code = (
+        "import sys, hybridmem, hybridmem.eval.report; "
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported eagerly'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

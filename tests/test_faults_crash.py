@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from hybridmem import Memory
-
 from crash_child import Replay, replay
+from hybridmem import Memory
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
@@ -39,7 +38,8 @@ class Child:
         self._err = open(stderr, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(CHILD), str(db), str(log), str(seed)],
-            stdout=subprocess.PIPE, stderr=self._err,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
             env={**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
         )
         self._buf = b""
@@ -85,8 +85,9 @@ def check_legs_consistent(mem: Memory) -> dict[str, int]:
     fts = _rowids(db, f"SELECT rowid FROM fts_{ns}")
     vectors = _rowids(db, "SELECT chunk_rowid FROM vectors")
     queued = _rowids(db, "SELECT chunk_rowid FROM embed_queue")
-    assert fts == chunks, f"BM25 rows without chunk: {sorted(fts - chunks)[:10]}; chunks without BM25 tokens: " \
-                          f"{sorted(chunks - fts)[:10]}"
+    assert fts == chunks, (
+        f"BM25 rows without chunk: {sorted(fts - chunks)[:10]}; chunks without BM25 tokens: {sorted(chunks - fts)[:10]}"
+    )
     empty = _rowids(db, f"SELECT rowid FROM fts_{ns} WHERE length(trim(tokens)) = 0")
     assert not empty, f"chunks with no BM25 tokens: {sorted(empty)[:10]}"
     assert vectors <= chunks, f"vectors of deleted chunks: {sorted(vectors - chunks)[:10]}"
@@ -101,10 +102,14 @@ def check_legs_consistent(mem: Memory) -> dict[str, int]:
     bad = db.execute(
         "SELECT d.doc_id, d.n_chunks, count(c.id) FROM documents d LEFT JOIN chunks c "
         "ON c.ns_id = d.ns_id AND c.doc_id = d.doc_id WHERE d.ns_id=? GROUP BY d.doc_id HAVING d.n_chunks != count(c.id)",
-        (ns,)).fetchall()
+        (ns,),
+    ).fetchall()
     assert not bad, f"documents whose chunk count is off: {bad[:5]}"
-    orphans = db.execute("SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-                         "(SELECT 1 FROM documents d WHERE d.ns_id=c.ns_id AND d.doc_id=c.doc_id)", (ns,)).fetchone()[0]
+    orphans = db.execute(
+        "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+        "(SELECT 1 FROM documents d WHERE d.ns_id=c.ns_id AND d.doc_id=c.doc_id)",
+        (ns,),
+    ).fetchone()[0]
     assert orphans == 0, f"{orphans} chunks without their document"
     return {"chunks": len(chunks), "vectors": len(vectors), "queued": len(queued)}
 
@@ -147,7 +152,8 @@ def check_vector_leg(mem: Memory) -> None:
     c = mem.store.counts(NS)
     assert c["pending_vectors"] == 0 and c["vectors"] == c["chunks"], c
     rows = mem.store.reader.execute(
-        "SELECT c.chunk_id, c.text FROM chunks c JOIN namespaces n ON n.id = c.ns_id WHERE n.name=?", (NS,)).fetchall()
+        "SELECT c.chunk_id, c.text FROM chunks c JOIN namespaces n ON n.id = c.ns_id WHERE n.name=?", (NS,)
+    ).fetchall()
     for chunk_id, text in rows:
         hits = mem.search(text, mode="vector", top_k=1).results
         assert hits and hits[0].chunk_id == chunk_id and hits[0].scores["dense"] > 0.999, (chunk_id, hits[:1])
@@ -195,8 +201,10 @@ def test_sigkill_during_ingest_loses_no_acknowledged_write(tmp_path: Path) -> No
 def test_replay_of_a_log_with_an_interrupted_write(tmp_path: Path) -> None:
     """The parent's oracle: acknowledged writes apply, the last unacknowledged one is 'either'."""
     log = tmp_path / "l.log"
-    log.write_text("R 1\nI add a=t1 b=t2\nA\nI update a=t3\nA\nI delete b\nA\nI add d=t6\n"  # run 1 killed mid-add
-                   "R 2\nI add c=t4\nA\nI update c=t5\nA\nI delete c\nI ad")  # run 2: the kill cut the last line
+    log.write_text(
+        "R 1\nI add a=t1 b=t2\nA\nI update a=t3\nA\nI delete b\nA\nI add d=t6\n"  # run 1 killed mid-add
+        "R 2\nI add c=t4\nA\nI update c=t5\nA\nI delete c\nI ad"
+    )  # run 2: the kill cut the last line
     r = replay(log)
     assert r.state == {"a": "t3", "b": None, "c": "t5"} and r.ops == 5
     assert [op.kind for op in r.unsure] == ["add", "delete"] and r.unsure_ids() == {"c", "d"}
@@ -225,4 +233,3 @@ def test_worker_race_with_rowid_reuse_keeps_every_chunk_embeddable(tmp_path: Pat
         assert c["vectors"] == c["chunks"], c  # fails: 1 vector for 2 chunks, 0 pending
         hits = mem.search("second version of the note: beta", mode="vector", top_k=1).results
         assert hits[0].doc_id == "x"
-

@@ -50,15 +50,20 @@ def _meta(i: int) -> dict[str, Any]:
 
 
 N_DOCS = 30
-DOCS = {f"doc-{i}": (f"common entry {i}: HEL-40{i:02d} on the {SERVICES[(i // 3) % 3]} pool, "
-                     f"max_connections {100 + i}, HTTP 50{i % 5}", _meta(i)) for i in range(N_DOCS)}
+DOCS = {
+    f"doc-{i}": (
+        f"common entry {i}: HEL-40{i:02d} on the {SERVICES[(i // 3) % 3]} pool, "
+        f"max_connections {100 + i}, HTTP 50{i % 5}",
+        _meta(i),
+    )
+    for i in range(N_DOCS)
+}
 KEYS = sorted({k for _, m in DOCS.values() for k in m})
 
 
 @pytest.fixture(scope="module")
 def mem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
-    m = Memory(tmp_path_factory.mktemp("fuzz") / "f.db", embedder="hash", auto_embed=False, llm="none",
-               reranker="auto")
+    m = Memory(tmp_path_factory.mktemp("fuzz") / "f.db", embedder="hash", auto_embed=False, llm="none", reranker="auto")
     m.add_documents([{"id": i, "text": t, "metadata": md} for i, (t, md) in DOCS.items()])
     m.wait_for_vectors()
     try:
@@ -82,29 +87,53 @@ def check_response(resp: Any, top_k: int, flt: dict | None) -> None:
 
 # ------------------------------------------------------------------------------ (a) query contract
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12),
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=10,
 )
 modes = st.sampled_from(["bm25", "vector", "hybrid", "rerank", "graph", "HYBRID", "", "sql"])
-weights = st.one_of(st.floats(-1, 2000, allow_nan=False), st.sampled_from([0, 0.0, 1, 1e309, -0.0]),
-                    st.floats(allow_nan=True, allow_infinity=True), json_values)
+weights = st.one_of(
+    st.floats(-1, 2000, allow_nan=False),
+    st.sampled_from([0, 0.0, 1, 1e309, -0.0]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    json_values,
+)
 hybrid_params = st.one_of(
-    st.dictionaries(st.sampled_from(["dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight",
-                                     "graph_weight", "bogus"]), weights, max_size=4),
+    st.dictionaries(
+        st.sampled_from(["dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight", "bogus"]),
+        weights,
+        max_size=4,
+    ),
     json_values,
 )
 search_texts = st.one_of(
     st.text(max_size=60),
-    st.sampled_from(["common", "HEL-4007", "HTTP 504 pool", "max_connections 112", "   ", "\x00", "x" * 8001,
-                     "\"; DROP TABLE chunks; --", "common OR NEAR(a b) NOT *", "^common:*"]),
+    st.sampled_from(
+        [
+            "common",
+            "HEL-4007",
+            "HTTP 504 pool",
+            "max_connections 112",
+            "   ",
+            "\x00",
+            "x" * 8001,
+            '"; DROP TABLE chunks; --',
+            "common OR NEAR(a b) NOT *",
+            "^common:*",
+        ]
+    ),
 )
 simple_filters = st.dictionaries(
     st.sampled_from(KEYS + ["$or", "$and", "nope"]),
-    st.one_of(st.sampled_from(ENVS + SERVICES) | st.integers(0, 5),
-              st.dictionaries(st.sampled_from(list(COMPARE_OPS) + ["$regex"]), json_values, min_size=1, max_size=2),
-              json_values),
+    st.one_of(
+        st.sampled_from(ENVS + SERVICES) | st.integers(0, 5),
+        st.dictionaries(st.sampled_from(list(COMPARE_OPS) + ["$regex"]), json_values, min_size=1, max_size=2),
+        json_values,
+    ),
     max_size=3,
 )
 contract_fields = {
@@ -124,12 +153,26 @@ plausible_fields = {
     | st.text(min_size=1, max_size=30),
     "top_k": st.integers(1, 60),
     "mode": st.sampled_from(["bm25", "vector", "hybrid", "rerank"]),
-    "hybrid_params": st.fixed_dictionaries({}, optional={"dense_weight": st.floats(0, 5), "sparse_weight": st.floats(0, 5),
-                                                          "rrf_k_constant": st.floats(0, 100),
-                                                          "exact_weight": st.floats(0, 5)}),
-    "metadata_filter": st.sampled_from([{}, {"environment": "production"}, {"severity": {"$gte": 2}},
-                                        {"$or": [{"service": "search"}, {"active": True}]}, {"tags": {"$exists": True}},
-                                        {"date": {"$lt": "2026-03-01"}}, {"nested": {"$ne": None}}]),
+    "hybrid_params": st.fixed_dictionaries(
+        {},
+        optional={
+            "dense_weight": st.floats(0, 5),
+            "sparse_weight": st.floats(0, 5),
+            "rrf_k_constant": st.floats(0, 100),
+            "exact_weight": st.floats(0, 5),
+        },
+    ),
+    "metadata_filter": st.sampled_from(
+        [
+            {},
+            {"environment": "production"},
+            {"severity": {"$gte": 2}},
+            {"$or": [{"service": "search"}, {"active": True}]},
+            {"tags": {"$exists": True}},
+            {"date": {"$lt": "2026-03-01"}},
+            {"nested": {"$ne": None}},
+        ]
+    ),
     "fetch_k": st.integers(60, 200),
     "namespace": st.just("default"),
     "rerank": st.booleans(),
@@ -139,10 +182,14 @@ plausible_fields = {
 requests = st.one_of(
     st.fixed_dictionaries({}, optional={**contract_fields, "unknown_field": json_values, "searchText": search_texts}),
     # mostly valid: one field at most is hostile, so the accepted path is explored too
-    st.tuples(st.fixed_dictionaries({"search_text": plausible_fields["search_text"]},
-                                    optional={k: v for k, v in plausible_fields.items() if k != "search_text"}),
-              st.sampled_from(sorted(contract_fields)), st.booleans())
-    .flatmap(lambda t: st.just(t[0]) if t[2] else contract_fields[t[1]].map(lambda v, t=t: {**t[0], t[1]: v})),
+    st.tuples(
+        st.fixed_dictionaries(
+            {"search_text": plausible_fields["search_text"]},
+            optional={k: v for k, v in plausible_fields.items() if k != "search_text"},
+        ),
+        st.sampled_from(sorted(contract_fields)),
+        st.booleans(),
+    ).flatmap(lambda t: st.just(t[0]) if t[2] else contract_fields[t[1]].map(lambda v, t=t: {**t[0], t[1]: v})),
 )
 
 
@@ -170,15 +217,29 @@ def test_query_contract_accepts_or_says_why(mem: Memory, data: dict[str, Any]) -
 
 
 @FUZZ
-@given(top_k=st.integers(1, 40), mode=st.sampled_from(["bm25", "vector", "hybrid", "rerank"]),
-       text=st.sampled_from(["common", "HEL-4007 pool", "max_connections", "HTTP 503"]),
-       dense=st.sampled_from([0, 0.5, 1.0, 3.0]) | st.floats(0.01, 10), sparse=st.sampled_from([0, 1.0]) | st.floats(0.01, 10),
-       exact=st.sampled_from([0, 1.0]) | st.floats(0, 10), rrf_k=st.sampled_from([0, 1, 60]) | st.floats(0, 1000))
-def test_valid_requests_always_answer_by_the_contract(mem: Memory, top_k: int, mode: str, text: str, dense: float,
-                                                      sparse: float, exact: float, rrf_k: float) -> None:
-    req = {"search_text": text, "top_k": top_k, "mode": mode,
-           "hybrid_params": {"dense_weight": dense, "sparse_weight": sparse, "exact_weight": exact,
-                             "rrf_k_constant": rrf_k}}
+@given(
+    top_k=st.integers(1, 40),
+    mode=st.sampled_from(["bm25", "vector", "hybrid", "rerank"]),
+    text=st.sampled_from(["common", "HEL-4007 pool", "max_connections", "HTTP 503"]),
+    dense=st.sampled_from([0, 0.5, 1.0, 3.0]) | st.floats(0.01, 10),
+    sparse=st.sampled_from([0, 1.0]) | st.floats(0.01, 10),
+    exact=st.sampled_from([0, 1.0]) | st.floats(0, 10),
+    rrf_k=st.sampled_from([0, 1, 60]) | st.floats(0, 1000),
+)
+def test_valid_requests_always_answer_by_the_contract(
+    mem: Memory, top_k: int, mode: str, text: str, dense: float, sparse: float, exact: float, rrf_k: float
+) -> None:
+    req = {
+        "search_text": text,
+        "top_k": top_k,
+        "mode": mode,
+        "hybrid_params": {
+            "dense_weight": dense,
+            "sparse_weight": sparse,
+            "exact_weight": exact,
+            "rrf_k_constant": rrf_k,
+        },
+    }
     if mode in ("hybrid", "rerank") and dense == 0 and sparse == 0:
         with pytest.raises(ValidationError, match="cannot both be 0"):
             mem.search(req)
@@ -191,30 +252,59 @@ def test_valid_requests_always_answer_by_the_contract(mem: Memory, top_k: int, m
 
 
 # ------------------------------------------------------------------------------ (b) filter language
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.integers(-(2**64), 2**64),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(ENVS + SERVICES + ["2026-03-15",
-                    "a", "c", "quoted", "plain", ""]), st.text(max_size=5))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-10, 10),
+    st.integers(-(2**64), 2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(ENVS + SERVICES + ["2026-03-15", "a", "c", "quoted", "plain", ""]),
+    st.text(max_size=5),
+)
 any_value = st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(st.text(max_size=4), scalars, max_size=2))
-filter_keys = st.one_of(st.sampled_from(KEYS), st.sampled_from(["missing", "$x", "a\"b", "", "k" * 129, "a\\b",
-                                                                 "$.environment", "x\ny"]), st.text(max_size=6))
+filter_keys = st.one_of(
+    st.sampled_from(KEYS),
+    st.sampled_from(["missing", "$x", 'a"b', "", "k" * 129, "a\\b", "$.environment", "x\ny"]),
+    st.text(max_size=6),
+)
 op_names = st.one_of(st.sampled_from(COMPARE_OPS), st.sampled_from(["$regex", "$not", "$eq ", "$IN", "gt", "$where"]))
 op_values = st.one_of(any_value, st.lists(scalars, min_size=1, max_size=4), st.booleans())
 field_specs = st.one_of(any_value, st.dictionaries(op_names, op_values, max_size=3))
-ok_scalars = st.one_of(st.none(), st.booleans(), st.integers(-1, 6), st.sampled_from([0.5, 1.3, 2.0, -0.0]),
-                       st.sampled_from(ENVS + SERVICES + ["2026-03-15", "2026-05", "a", "c", "quoted", "plain", ""]))
-ok_specs = st.one_of(ok_scalars, st.fixed_dictionaries({}, optional={
-    "$eq": ok_scalars, "$ne": ok_scalars, "$in": st.lists(ok_scalars, min_size=1, max_size=3),
-    "$nin": st.lists(ok_scalars, min_size=1, max_size=3), "$gt": st.integers(-1, 6) | st.sampled_from(["2026-03-01", "b"]),
-    "$gte": st.floats(-1, 6), "$lt": st.integers(0, 6) | st.just("2026-04-01"), "$lte": st.just("2026-02-15"),
-    "$exists": st.booleans()}).filter(bool))
+ok_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1, 6),
+    st.sampled_from([0.5, 1.3, 2.0, -0.0]),
+    st.sampled_from(ENVS + SERVICES + ["2026-03-15", "2026-05", "a", "c", "quoted", "plain", ""]),
+)
+ok_specs = st.one_of(
+    ok_scalars,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "$eq": ok_scalars,
+            "$ne": ok_scalars,
+            "$in": st.lists(ok_scalars, min_size=1, max_size=3),
+            "$nin": st.lists(ok_scalars, min_size=1, max_size=3),
+            "$gt": st.integers(-1, 6) | st.sampled_from(["2026-03-01", "b"]),
+            "$gte": st.floats(-1, 6),
+            "$lt": st.integers(0, 6) | st.just("2026-04-01"),
+            "$lte": st.just("2026-02-15"),
+            "$exists": st.booleans(),
+        },
+    ).filter(bool),
+)
 
 
-def _conds(keys: st.SearchStrategy[str], specs: st.SearchStrategy[Any] = field_specs) -> st.SearchStrategy[dict[str, Any]]:
+def _conds(
+    keys: st.SearchStrategy[str], specs: st.SearchStrategy[Any] = field_specs
+) -> st.SearchStrategy[dict[str, Any]]:
     return st.dictionaries(keys, specs, min_size=1, max_size=2)
 
 
-def _filters(keys: st.SearchStrategy[str], specs: st.SearchStrategy[Any] = field_specs,
-             leaves: int = 12) -> st.SearchStrategy[Any]:
+def _filters(
+    keys: st.SearchStrategy[str], specs: st.SearchStrategy[Any] = field_specs, leaves: int = 12
+) -> st.SearchStrategy[Any]:
     return st.recursive(
         _conds(keys, specs),
         lambda kids: st.one_of(
@@ -237,8 +327,17 @@ def _known_cond(pair: tuple[str, str], how: int, other: Any) -> dict[str, Any]:
     if isinstance(v, (list, dict)):  # lists and objects equal nothing: exists / not-equal only
         return {k: {"$exists": bool(how % 2)} if how < 4 else {"$ne": other}}
     ordered = isinstance(v, (int, float, str)) and not isinstance(v, bool)
-    return {k: [v, {"$ne": v}, {"$in": [other, v]}, {"$nin": [v]}, {"$exists": how == 4},
-                {"$gte": v} if ordered else {"$eq": v}, {"$lt": v} if ordered else {"$ne": other}][how]}
+    return {
+        k: [
+            v,
+            {"$ne": v},
+            {"$in": [other, v]},
+            {"$nin": [v]},
+            {"$exists": how == 4},
+            {"$gte": v} if ordered else {"$eq": v},
+            {"$lt": v} if ordered else {"$ne": other},
+        ][how]
+    }
 
 
 known_conds = st.builds(_known_cond, st.sampled_from(PAIRS), st.integers(0, 6), ok_scalars)
@@ -316,8 +415,23 @@ ASCIIISH = list("abcHEL-4040 max_connections v2.3.1 HTTP 504 l'été ß ﬁ ⅷ 
 unicode_text = st.one_of(
     st.text(st.characters(exclude_categories=("Cs",)), max_size=80),
     st.lists(st.sampled_from(COMBINING + CJK + RTL + EMOJI + CONTROL + ASCIIISH), max_size=60).map("".join),
-    st.lists(st.sampled_from(["HEL-4040", "数据库", "שלום", "e\u0301te\u0301", "😀", "\u202eevil", "max_connections",
-                              "http 504", "\t", "\u0000"]), max_size=8).map(" ".join),
+    st.lists(
+        st.sampled_from(
+            [
+                "HEL-4040",
+                "数据库",
+                "שלום",
+                "e\u0301te\u0301",
+                "😀",
+                "\u202eevil",
+                "max_connections",
+                "http 504",
+                "\t",
+                "\u0000",
+            ]
+        ),
+        max_size=8,
+    ).map(" ".join),
 )
 
 

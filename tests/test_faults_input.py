@@ -70,7 +70,9 @@ def _snapshot(p: Path) -> bytes | list[str]:
 
 
 @pytest.fixture(params=sorted(CORRUPT))
-def corrupt(request: pytest.FixtureRequest, tmp_path: Path, store_bytes: bytes) -> Iterator[tuple[Path, bytes | list[str]]]:
+def corrupt(
+    request: pytest.FixtureRequest, tmp_path: Path, store_bytes: bytes
+) -> Iterator[tuple[Path, bytes | list[str]]]:
     p = tmp_path / f"{request.param}.db"
     CORRUPT[request.param](p, store_bytes)
     before = _snapshot(p)
@@ -94,8 +96,9 @@ def test_memory_refuses_a_corrupt_store(corrupt: tuple[Path, bytes]) -> None:
         _clear_error(str(exc.value), path)
 
 
-@pytest.mark.parametrize("args", [["stats"], ["search", "pools"], ["get", "d1"], ["ingest", "NOTE"], ["embed"]],
-                         ids=lambda a: a[0])
+@pytest.mark.parametrize(
+    "args", [["stats"], ["search", "pools"], ["get", "d1"], ["ingest", "NOTE"], ["embed"]], ids=lambda a: a[0]
+)
 def test_cli_refuses_a_corrupt_store(corrupt: tuple[Path, bytes], args: list[str], tmp_path: Path) -> None:
     path, _ = corrupt
     note = tmp_path / "note.md"
@@ -115,8 +118,13 @@ def test_cli_process_on_a_corrupt_store(kind: str, tmp_path: Path, store_bytes: 
     path = tmp_path / "x.db"
     CORRUPT[kind](path, store_bytes)
     before = _snapshot(path)
-    r = subprocess.run([sys.executable, "-m", "hybridmem.cli", "--db", str(path), "stats"], capture_output=True,
-                       text=True, timeout=120, env={**os.environ, "COLUMNS": "300"})
+    r = subprocess.run(
+        [sys.executable, "-m", "hybridmem.cli", "--db", str(path), "stats"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
     assert r.returncode == 4, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and r.stdout == ""
     assert r.stderr.startswith("error:")
@@ -266,7 +274,9 @@ def test_binary_text_is_refused_by_add(base: Memory) -> None:
         base.add(" \n\t ", id="blank")
     # a batch with one bad document fails whole and writes nothing, not even its good documents
     with pytest.raises(ValidationError, match="NUL"):
-        base.add_documents([{"id": "ok1", "text": "fine"}, {"id": "bad", "text": "a\x00b"}, {"id": "ok2", "text": "fine"}])
+        base.add_documents(
+            [{"id": "ok1", "text": "fine"}, {"id": "bad", "text": "a\x00b"}, {"id": "ok2", "text": "fine"}]
+        )
     assert _counts(base) == before
     with pytest.raises(HybridMemError):
         base.get("ok1")
@@ -379,8 +389,20 @@ def test_deeply_nested_json_records_in_files(base: Memory, tmp_path: Path) -> No
         base.add_documents([{"id": "deep-rec", "text": "x", "metadata": {"a": _nested(30)}}])
 
 
-SQLISH_KEYS = ["a'; DROP TABLE chunks;--", "a.b", "[0]", "x') OR 1=1 --", "a]b[", "*", "key with spaces",
-               "ünï-cödé_键", "1", "a$b", "-- comment", "a'b"]
+SQLISH_KEYS = [
+    "a'; DROP TABLE chunks;--",
+    "a.b",
+    "[0]",
+    "x') OR 1=1 --",
+    "a]b[",
+    "*",
+    "key with spaces",
+    "ünï-cödé_键",
+    "1",
+    "a$b",
+    "-- comment",
+    "a'b",
+]
 
 
 @pytest.mark.parametrize("key", SQLISH_KEYS)
@@ -411,18 +433,22 @@ def test_a_dotted_key_is_not_a_json_path(base: Memory) -> None:
     base.add("dotted key note", id="dotted", metadata={"a.b": 1})
     base.add("nested key note", id="nested", metadata={"a": {"b": 1}})
     assert [h.doc_id for h in base.search("note", top_k=10, metadata_filter={"a.b": 1}).results] == ["dotted"]
-    assert [h.doc_id for h in base.search("key note", top_k=10, metadata_filter={"a": {"$exists": True}}).results] \
-        == ["nested"]
+    assert [h.doc_id for h in base.search("key note", top_k=10, metadata_filter={"a": {"$exists": True}}).results] == [
+        "nested"
+    ]
 
 
-@pytest.mark.parametrize(("key", "needle"), [
-    ("$.x", "leading '$'"),
-    ('a"b', "no quotes"),
-    ("a\\b", "backslashes"),
-    ("tab\there", "control"),
-    ("", "1-128 characters"),
-    ("k" * 129, "1-128 characters"),
-])
+@pytest.mark.parametrize(
+    ("key", "needle"),
+    [
+        ("$.x", "leading '$'"),
+        ('a"b', "no quotes"),
+        ("a\\b", "backslashes"),
+        ("tab\there", "control"),
+        ("", "1-128 characters"),
+        ("k" * 129, "1-128 characters"),
+    ],
+)
 def test_metadata_keys_the_filter_grammar_cannot_address_are_refused(base: Memory, key: str, needle: str) -> None:
     before = _counts(base)
     with pytest.raises(ValidationError, match="invalid metadata key") as exc:

@@ -25,7 +25,6 @@ import pytest
 from hybridmem import Memory
 from hybridmem.llm import create_chat_model
 from hybridmem.retry import RetryPolicy
-
 from llm_fakes import FakeLLMServer, Scripted, Seen, candidate_ids
 from test_rerank import DOCS  # the same six-note corpus the rerank tests search
 
@@ -123,8 +122,13 @@ def test_ask_with_a_hanging_provider_answers_extractively_in_bounded_time(mem: M
 
 def test_total_time_budget_cuts_a_long_retry_after(tmp_path: Path, server: FakeLLMServer) -> None:
     """A server that asks for long Retry-After pauses cannot park the query past the call budget."""
-    model = create_chat_model("openai:m", base_url=f"{server.url}/v1", api_key="k", timeout=TIMEOUT,
-                              retry=RetryPolicy(max_attempts=10, backoff=0.01, max_retry_after=30, total_timeout=1.5))
+    model = create_chat_model(
+        "openai:m",
+        base_url=f"{server.url}/v1",
+        api_key="k",
+        timeout=TIMEOUT,
+        retry=RetryPolicy(max_attempts=10, backoff=0.01, max_retry_after=30, total_timeout=1.5),
+    )
     server.responder = lambda seen: Scripted(status=503, headers={"Retry-After": "1"})
     with Memory(tmp_path / "b.db", embedder="hash", auto_embed=False, llm=model) as m:
         for i, t in DOCS.items():
@@ -176,8 +180,13 @@ def test_a_5xx_storm_then_recovery(tmp_path: Path, server: FakeLLMServer, provid
 
 def test_many_5xx_then_success_within_one_call(tmp_path: Path, server: FakeLLMServer) -> None:
     """A generous policy rides out a storm of 7 errors inside one call and still reranks."""
-    model = create_chat_model("openai:m", base_url=f"{server.url}/v1", api_key="k", timeout=TIMEOUT,
-                              retry=RetryPolicy(max_attempts=8, backoff=0.01, max_backoff=0.02, total_timeout=10))
+    model = create_chat_model(
+        "openai:m",
+        base_url=f"{server.url}/v1",
+        api_key="k",
+        timeout=TIMEOUT,
+        retry=RetryPolicy(max_attempts=8, backoff=0.01, max_backoff=0.02, total_timeout=10),
+    )
     server.script = [Scripted(status=503)] * 4 + [Scripted(status=429, headers={"Retry-After": "0.05"})] * 3
     server.responder = rerank_ok
     with Memory(tmp_path / "g.db", embedder="hash", auto_embed=False, llm=model) as m:
@@ -217,8 +226,13 @@ def test_garbage_from_the_provider_on_both_paths(mem: Memory, server: FakeLLMSer
 
 
 def test_a_valid_answer_citing_only_unknown_chunks_is_flagged_not_trusted(mem: Memory, server: FakeLLMServer) -> None:
-    server.responder = lambda seen: (rerank_ok(seen) if seen.schema_name != "GroundedAnswer" else json.dumps(
-        {"answer": "Reboot the cluster [made_up_p1] [../../etc/passwd].", "citations": ["zzz"], "found": True}))
+    server.responder = lambda seen: (
+        rerank_ok(seen)
+        if seen.schema_name != "GroundedAnswer"
+        else json.dumps(
+            {"answer": "Reboot the cluster [made_up_p1] [../../etc/passwd].", "citations": ["zzz"], "found": True}
+        )
+    )
     a = mem.ask("How do I fix HTTP 504?")
     assert a.answerer == "llm:openai:fault-model" and a.citations == []
     assert set(a.invented_citations) == {"made_up_p1", "../../etc/passwd", "zzz"}
@@ -247,8 +261,14 @@ def test_a_mix_of_faults_across_many_concurrent_queries(mem: Memory, server: Fak
         return pick(seen)
 
     server.responder = responder
-    questions = ["HTTP 504 pool", "HEL-4040 pipeline", "connector cache purge", "cron schedule timezone",
-                 "scale pipeline workers", "retry_backoff_ms"]
+    questions = [
+        "HTTP 504 pool",
+        "HEL-4040 pipeline",
+        "connector cache purge",
+        "cron schedule timezone",
+        "scale pipeline workers",
+        "retry_backoff_ms",
+    ]
     expected = {q: fused(mem, q) for q in questions}
 
     def one(i: int):

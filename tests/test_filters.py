@@ -15,7 +15,9 @@ from hybridmem.filters import And, Cond, Or, canonical, filter_keys, matches, pa
 from hybridmem.store.sql_filters import to_sql
 
 
-def sql_select(metas: list[dict[str, Any]], spec: dict[str, Any] | None, db: sqlite3.Connection | None = None) -> set[int]:
+def sql_select(
+    metas: list[dict[str, Any]], spec: dict[str, Any] | None, db: sqlite3.Connection | None = None
+) -> set[int]:
     own = db is None
     if db is None:
         db = sqlite3.connect(":memory:")
@@ -252,17 +254,20 @@ def _cond() -> st.SearchStrategy[dict[str, Any]]:
     key = st.sampled_from(KEYS)
     ops = st.one_of(
         scalars,  # implicit $eq
-        st.fixed_dictionaries({}, optional={
-            "$eq": scalars,
-            "$ne": scalars,
-            "$in": st.lists(scalars, min_size=1, max_size=4),
-            "$nin": st.lists(scalars, min_size=1, max_size=4),
-            "$gt": st.one_of(numbers, texts),
-            "$gte": st.one_of(numbers, texts),
-            "$lt": st.one_of(numbers, texts),
-            "$lte": st.one_of(numbers, texts),
-            "$exists": st.booleans(),
-        }).filter(bool),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "$eq": scalars,
+                "$ne": scalars,
+                "$in": st.lists(scalars, min_size=1, max_size=4),
+                "$nin": st.lists(scalars, min_size=1, max_size=4),
+                "$gt": st.one_of(numbers, texts),
+                "$gte": st.one_of(numbers, texts),
+                "$lt": st.one_of(numbers, texts),
+                "$lte": st.one_of(numbers, texts),
+                "$exists": st.booleans(),
+            },
+        ).filter(bool),
     )
     return st.dictionaries(key, ops, min_size=1, max_size=3)
 

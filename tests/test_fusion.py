@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import shared_path
 from hybridmem.models import QueryResult
 from hybridmem.retrieve.fusion import DEFAULT_K, rrf
-
-from conftest import shared_path
 
 BM25 = [1, 7, 3]
 VEC = [9, 7, 4]

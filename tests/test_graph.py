@@ -26,8 +26,12 @@ from hybridmem.graph.extract import RuleExtractor, entity_key
         ("El export-worker depende de PostgreSQL.", "export-worker", "PostgreSQL", "depends_on"),
         ("api-gateway 依赖 auth-service。", "api-gateway", "auth-service", "depends_on"),
         ("ingest-gateway calls auth-service on every request.", "ingest-gateway", "auth-service", "calls"),
-        ("Un pool saturé provoque HEL-5040 côté ingest-gateway : HEL-5040 provoque HTTP 504.", "HEL-5040",
-         "HTTP 504", "causes"),
+        (
+            "Un pool saturé provoque HEL-5040 côté ingest-gateway : HEL-5040 provoque HTTP 504.",
+            "HEL-5040",
+            "HTTP 504",
+            "causes",
+        ),
         ("The `scheduler` uses redis-prod-01 for its leader lock.", "scheduler", "redis-prod-01", "uses"),
     ],
 )
@@ -40,8 +44,10 @@ def test_relation_patterns_are_multilingual(text: str, src: str, dst: str, typ: 
 
 
 def test_technical_entities_are_typed_by_shape() -> None:
-    text = ("HEL-4040 returns HTTP 422 when `max_connections` in /etc/helio/helio.yaml is wrong on db-prod-01 "
-            "(cluster B, production, v4.2.1); see SELECT * FROM billing.invoices and parse_config().")
+    text = (
+        "HEL-4040 returns HTTP 422 when `max_connections` in /etc/helio/helio.yaml is wrong on db-prod-01 "
+        "(cluster B, production, v4.2.1); see SELECT * FROM billing.invoices and parse_config()."
+    )
     types = {e.key: e.type for e in RuleExtractor().extract_text(text)[0]}
     assert types["hel-4040"] == "error_code"
     assert types["http-422"] == "http_status"
@@ -94,12 +100,17 @@ def test_demo_graph_has_provenance_communities_and_summaries(demo: Memory) -> No
     info = demo.graph.show("Auth Service")  # resolved to auth-service
     assert info["type"] == "service" and "err-HEL-5031" in info["documents"]
     for cid in info["chunks"]:
-        assert "auth-service" in demo.store.fetch(
-            [r for r, in demo.store.reader.execute("SELECT id FROM chunks WHERE chunk_id=?", (cid,))]
-        ).popitem()[1].text.lower()
+        assert (
+            "auth-service"
+            in demo.store.fetch(
+                [r for (r,) in demo.store.reader.execute("SELECT id FROM chunks WHERE chunk_id=?", (cid,))]
+            )
+            .popitem()[1]
+            .text.lower()
+        )
     comms = demo.graph.communities()
     ids = {c.community_id for c in comms}
-    all_chunk_ids = {r for r, in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
+    all_chunk_ids = {r for (r,) in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
     for c in comms:
         assert c.summary and c.fingerprint and c.summary_model == "extractive"
         assert set(c.chunk_ids) <= all_chunk_ids
@@ -186,12 +197,19 @@ def test_fingerprint_changes_with_members_and_provenance() -> None:
 
 def test_delete_cascades_provenance_in_the_same_transaction(demo: Memory) -> None:
     doc = "err-HEL-5031"
-    rowids = [r for r, in demo.store.reader.execute("SELECT id FROM chunks WHERE doc_id=?", (doc,))]
+    rowids = [r for (r,) in demo.store.reader.execute("SELECT id FROM chunks WHERE doc_id=?", (doc,))]
     q = ",".join("?" * len(rowids))
-    assert demo.store.reader.execute(f"SELECT count(*) FROM graph_mentions WHERE chunk_rowid IN ({q})", rowids).fetchone()[0]
-    only_here = [k for k, in demo.store.reader.execute(
-        f"SELECT e.key FROM graph_entities e WHERE NOT EXISTS (SELECT 1 FROM graph_mentions m WHERE m.entity_id=e.id "
-        f"AND m.chunk_rowid NOT IN ({q}))", rowids)]
+    assert demo.store.reader.execute(
+        f"SELECT count(*) FROM graph_mentions WHERE chunk_rowid IN ({q})", rowids
+    ).fetchone()[0]
+    only_here = [
+        k
+        for (k,) in demo.store.reader.execute(
+            f"SELECT e.key FROM graph_entities e WHERE NOT EXISTS (SELECT 1 FROM graph_mentions m WHERE m.entity_id=e.id "
+            f"AND m.chunk_rowid NOT IN ({q}))",
+            rowids,
+        )
+    ]
     assert demo.delete(doc) == [doc]
     db = demo.store.reader
     for table in ("graph_mentions", "graph_relation_sources", "graph_chunks"):
@@ -199,8 +217,13 @@ def test_delete_cascades_provenance_in_the_same_transaction(demo: Memory) -> Non
     for k in only_here:  # orphaned entities went with their last chunk
         assert db.execute("SELECT count(*) FROM graph_entities WHERE key=?", (k,)).fetchone()[0] == 0
     # no relation is left pointing at nothing
-    assert db.execute("SELECT count(*) FROM graph_relations r WHERE NOT EXISTS "
-                      "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id=r.id)").fetchone()[0] == 0
+    assert (
+        db.execute(
+            "SELECT count(*) FROM graph_relations r WHERE NOT EXISTS "
+            "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id=r.id)"
+        ).fetchone()[0]
+        == 0
+    )
     st = demo.graph.status()
     assert st.stale_communities > 0 and st.stale_entities > 0
 
@@ -253,7 +276,7 @@ def test_update_after_deletes_prunes_without_rebuilding(demo: Memory) -> None:
     assert rep.summaries_pruned > 0
     st = demo.graph.status()
     assert st.stale_communities == 0
-    alive = {r for r, in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
+    alive = {r for (r,) in demo.store.reader.execute("SELECT chunk_id FROM chunks")}
     for c in demo.graph.communities():
         assert set(c.chunk_ids) <= alive
         assert "err-HEL-5031_p" not in c.summary
@@ -302,8 +325,7 @@ def test_graph_leg_fuses_in_hybrid_only_with_a_weight(demo: Memory) -> None:
 
 
 def test_graph_leg_respects_filters(demo: Memory) -> None:
-    resp = demo.search("billing-service PostgreSQL", mode="graph", top_k=20,
-                       metadata_filter={"environment": "staging"})
+    resp = demo.search("billing-service PostgreSQL", mode="graph", top_k=20, metadata_filter={"environment": "staging"})
     assert resp.results
     assert all(r.metadata.get("environment") == "staging" for r in resp.results)
 
@@ -359,8 +381,12 @@ def test_namespaces_are_a_hard_boundary_in_the_graph(target) -> None:
         m.add("globex-service depends on shared-db. globex-service causes HEL-2222.", id="g1", namespace="globex")
         m.graph.build(namespace="acme")
         m.graph.build(namespace="globex")
-        acme_chunks = {r for r, in m.store.reader.execute(
-            "SELECT c.chunk_id FROM chunks c JOIN namespaces n ON n.id=c.ns_id WHERE n.name='acme'")}
+        acme_chunks = {
+            r
+            for (r,) in m.store.reader.execute(
+                "SELECT c.chunk_id FROM chunks c JOIN namespaces n ON n.id=c.ns_id WHERE n.name='acme'"
+            )
+        }
         # the shared entity name exists in both graphs, each with its own provenance only
         g = m.graph.show("shared-db", namespace="globex")
         assert g["documents"] == ["g1"]

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from llm_fakes import FAST, FakeLLMServer, ScriptedChatModel
 
 from hybridmem import Memory
 from hybridmem.errors import LLMError, ValidationError
 from hybridmem.graph.extract import LLMExtractor, RuleExtractor
 from hybridmem.llm import create_chat_model
+from llm_fakes import FAST, FakeLLMServer, ScriptedChatModel
 
 _CHUNK = re.compile(r"^\[([^\]\n]+)\] (.*)$", re.M)
 
@@ -28,26 +28,46 @@ def fake_model(messages: list[dict]) -> str:
         chunks = []
         for cid, text in _CHUNK.findall(user):
             ents, rels = RuleExtractor(names=False, cooccurrence=False).extract_text(text)
-            chunks.append({
-                "chunk_id": cid,
-                "entities": [{"name": e.name, "type": e.type, "description": f"{e.name} as seen in {cid}"} for e in ents],
-                "relations": [{"source": r.source, "target": r.target, "type": r.type, "description": r.description,
-                               "weight": 5} for r in rels],
-            })
+            chunks.append(
+                {
+                    "chunk_id": cid,
+                    "entities": [
+                        {"name": e.name, "type": e.type, "description": f"{e.name} as seen in {cid}"} for e in ents
+                    ],
+                    "relations": [
+                        {
+                            "source": r.source,
+                            "target": r.target,
+                            "type": r.type,
+                            "description": r.description,
+                            "weight": 5,
+                        }
+                        for r in rels
+                    ],
+                }
+            )
         return json.dumps({"chunks": chunks})
     if system.startswith("You write the report"):
         cids = re.findall(r"^\[([^\]\n]+)\]", user, re.M)
         title = user.split("\n", 1)[0]
-        return json.dumps({"title": f"LLM {title}", "summary": f"Summary of {title}.", "importance": 7,
-                           "chunk_ids": cids[:2] + ["invented_p9"]})
+        return json.dumps(
+            {
+                "title": f"LLM {title}",
+                "summary": f"Summary of {title}.",
+                "importance": 7,
+                "chunk_ids": cids[:2] + ["invented_p9"],
+            }
+        )
     if system.startswith("You answer a corpus-wide"):
         ids = re.findall(r"^\[(L\d+-\d+)\]", user, re.M)
-        return json.dumps({"points": [{"community_id": i, "answer": f"point from {i}", "score": 90 - n}
-                                      for n, i in enumerate(ids)]})
+        return json.dumps(
+            {"points": [{"community_id": i, "answer": f"point from {i}", "score": 90 - n} for n, i in enumerate(ids)]}
+        )
     if system.startswith("You write the final answer"):
         ids = re.findall(r"\[(L\d+-\d+)\]", user)
-        return json.dumps({"answer": f"Billing depends on PostgreSQL [{ids[0]}] [L99-9].", "community_ids": ids[:1],
-                           "chunk_ids": []})
+        return json.dumps(
+            {"answer": f"Billing depends on PostgreSQL [{ids[0]}] [L99-9].", "community_ids": ids[:1], "chunk_ids": []}
+        )
     raise AssertionError(f"unexpected prompt: {system[:60]}")
 
 
@@ -60,9 +80,15 @@ def docs(n: int) -> list[dict]:
     out = []
     for i in range(n):
         g = i % 5
-        out.append({"id": f"doc-{i}", "text": (
-            f"svc{i}-service depends on db-{g}0-01. svc{i}-service calls gw{g}-gateway. "
-            f"HEL-{1000 + g} provoque HTTP 50{g % 4}.")})
+        out.append(
+            {
+                "id": f"doc-{i}",
+                "text": (
+                    f"svc{i}-service depends on db-{g}0-01. svc{i}-service calls gw{g}-gateway. "
+                    f"HEL-{1000 + g} provoque HTTP 50{g % 4}."
+                ),
+            }
+        )
     return out
 
 
@@ -91,7 +117,9 @@ def test_llm_build_calls_once_per_chunk_and_per_community(built: tuple[Memory, S
     assert info["description"].startswith("svc3-service as seen in")
 
 
-def test_changing_one_document_costs_changed_communities_plus_its_chunks(built: tuple[Memory, ScriptedChatModel]) -> None:
+def test_changing_one_document_costs_changed_communities_plus_its_chunks(
+    built: tuple[Memory, ScriptedChatModel],
+) -> None:
     m, llm = built
     total = m.graph.status().communities
     llm.seen.clear()

@@ -22,8 +22,14 @@ from hybridmem.filters import matches, parse_filter
 from hybridmem.store.base import Allowed
 
 SERVICES = ("billing", "search", "auth")
-TOPICS = ("connection pool exhausted HEL-4040", "cache purge stale entries", "token refresh failed HTTP 401",
-          "disk full on the primary", "slow query max_connections", "retry storm after deploy")
+TOPICS = (
+    "connection pool exhausted HEL-4040",
+    "cache purge stale entries",
+    "token refresh failed HTTP 401",
+    "disk full on the primary",
+    "slow query max_connections",
+    "retry storm after deploy",
+)
 
 
 def corpus(n: int = 48) -> list[dict]:
@@ -31,8 +37,13 @@ def corpus(n: int = 48) -> list[dict]:
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
         words = " ".join(TOPICS[(i * 7 + j) % len(TOPICS)].split()[j % 3] for j in range(i % 5))
-        docs.append({"id": f"d{i:02d}", "text": f"note {i}: {topic} {words} service {SERVICES[i % 3]}",
-                     "metadata": {"service": SERVICES[i % 3], "sev": i % 4, "env": "prod" if i % 2 else "dev"}})
+        docs.append(
+            {
+                "id": f"d{i:02d}",
+                "text": f"note {i}: {topic} {words} service {SERVICES[i % 3]}",
+                "metadata": {"service": SERVICES[i % 3], "sev": i % 4, "env": "prod" if i % 2 else "dev"},
+            }
+        )
     return docs
 
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel
 from pydantic import BaseModel, Field
 
 from hybridmem.errors import LLMError, ValidationError
@@ -25,6 +24,7 @@ from hybridmem.llm import (
 )
 from hybridmem.llm.base import json_schema, parse_structured, strict_schema
 from hybridmem.llm.gemini import gemini_schema
+from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel
 
 
 class Verdict(BaseModel):
@@ -74,16 +74,22 @@ def test_openai_request_shape(server: FakeLLMServer) -> None:
     assert body["model"] == "test-model" and body["temperature"] == 0
     assert body["messages"] == MSGS  # system stays a message
     rf = body["response_format"]
-    assert rf["type"] == "json_schema" and rf["json_schema"]["name"] == "Verdict" and rf["json_schema"]["strict"] is True
+    assert (
+        rf["type"] == "json_schema" and rf["json_schema"]["name"] == "Verdict" and rf["json_schema"]["strict"] is True
+    )
     schema = rf["json_schema"]["schema"]
-    assert schema["additionalProperties"] is False and schema["required"] == ["ids", "confident"]  # strict: all required
+    assert schema["additionalProperties"] is False and schema["required"] == [
+        "ids",
+        "confident",
+    ]  # strict: all required
     assert "title" not in schema and schema["properties"]["confident"]["description"] == "how sure"
 
 
 def test_gemini_request_shape(server: FakeLLMServer) -> None:
     server.script = [Scripted(text='{"ids": [], "confident": false}')]
     model_for("gemini", server).complete(
-        [*MSGS, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}], schema=Verdict)
+        [*MSGS, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "again"}], schema=Verdict
+    )
     seen = server.requests[0]
     assert seen.path == "/v1beta/models/test-model:generateContent"
     assert seen.headers["x-goog-api-key"] == "sk-test" and "authorization" not in seen.headers
@@ -94,8 +100,10 @@ def test_gemini_request_shape(server: FakeLLMServer) -> None:
     assert cfg["responseMimeType"] == "application/json" and cfg["temperature"] == 0
     assert cfg["responseSchema"] == {
         "type": "OBJECT",
-        "properties": {"ids": {"type": "ARRAY", "items": {"type": "STRING"}},
-                       "confident": {"type": "BOOLEAN", "description": "how sure"}},
+        "properties": {
+            "ids": {"type": "ARRAY", "items": {"type": "STRING"}},
+            "confident": {"type": "BOOLEAN", "description": "how sure"},
+        },
         "propertyOrdering": ["ids", "confident"],
         "required": ["ids", "confident"],
     }
@@ -127,8 +135,10 @@ def test_plain_text_completion(provider: str, server: FakeLLMServer) -> None:
 # ------------------------------------------------------------------------ repair
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_invalid_json_is_repaired_once(provider: str, server: FakeLLMServer) -> None:
-    server.script = [Scripted(text='{"ids": ["a", oops', usage=(50, 5)),
-                     Scripted(text='{"ids": ["a"], "confident": false}', usage=(80, 6))]
+    server.script = [
+        Scripted(text='{"ids": ["a", oops', usage=(50, 5)),
+        Scripted(text='{"ids": ["a"], "confident": false}', usage=(80, 6)),
+    ]
     out = model_for(provider, server).complete(MSGS, schema=Verdict, purpose="rerank")
     assert out.data == Verdict(ids=["a"], confident=False)
     assert len(server.requests) == 2
@@ -166,7 +176,10 @@ def test_lenient_parsing_of_fenced_or_wrapped_json() -> None:
 # ------------------------------------------------------------------------ retries
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_429_with_retry_after_is_honoured(provider: str, server: FakeLLMServer) -> None:
-    server.script = [Scripted(status=429, headers={"Retry-After": "0.3"}), Scripted(text='{"ids": [], "confident": true}')]
+    server.script = [
+        Scripted(status=429, headers={"Retry-After": "0.3"}),
+        Scripted(text='{"ids": [], "confident": true}'),
+    ]
     t0 = time.monotonic()
     out = model_for(provider, server).complete(MSGS, schema=Verdict)
     elapsed = time.monotonic() - t0
@@ -197,8 +210,10 @@ def test_5xx_then_success_and_exhaustion(server: FakeLLMServer) -> None:
 
 
 def test_anthropic_overloaded_529_is_retried(server: FakeLLMServer) -> None:
-    server.script = [Scripted(status=529, body={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-                     Scripted(text="ok")]
+    server.script = [
+        Scripted(status=529, body={"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        Scripted(text="ok"),
+    ]
     assert model_for("anthropic", server).complete(MSGS).text == "ok"
     assert len(server.requests) == 2
 
@@ -238,9 +253,11 @@ def test_connection_refused_is_retried_then_reported() -> None:
 
 
 def test_openai_server_without_json_schema_support_falls_back_to_prompting(server: FakeLLMServer) -> None:
-    server.script = [Scripted(status=400, body={"error": {"message": "unknown field response_format"}}),
-                     Scripted(text='{"ids": ["a"], "confident": true}'),
-                     Scripted(text='{"ids": ["b"], "confident": true}')]
+    server.script = [
+        Scripted(status=400, body={"error": {"message": "unknown field response_format"}}),
+        Scripted(text='{"ids": ["a"], "confident": true}'),
+        Scripted(text='{"ids": ["b"], "confident": true}'),
+    ]
     m = model_for("openai", server)
     assert m.complete(MSGS, schema=Verdict).data.ids == ["a"]
     assert "response_format" in server.requests[0].body and "response_format" not in server.requests[1].body
@@ -250,9 +267,16 @@ def test_openai_server_without_json_schema_support_falls_back_to_prompting(serve
 
 def test_odd_but_valid_wire_replies(server: FakeLLMServer) -> None:
     # Gemini thinking models put thoughts in flagged parts; only the answer counts, thoughts are billed
-    server.script = [Scripted(body={
-        "candidates": [{"content": {"parts": [{"text": "hmm", "thought": True}, {"text": "yes"}]}, "finishReason": "STOP"}],
-        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "thoughtsTokenCount": 30}})]
+    server.script = [
+        Scripted(
+            body={
+                "candidates": [
+                    {"content": {"parts": [{"text": "hmm", "thought": True}, {"text": "yes"}]}, "finishReason": "STOP"}
+                ],
+                "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "thoughtsTokenCount": 30},
+            }
+        )
+    ]
     out = model_for("gemini", server).complete(MSGS)
     assert out.text == "yes" and out.usage.completion_tokens == 31
     # a server that reports no usage: tokens unknown, the call still counted
@@ -261,12 +285,15 @@ def test_odd_but_valid_wire_replies(server: FakeLLMServer) -> None:
     assert out.text == "hi" and out.usage.per_call[0].prompt_tokens is None and out.usage.calls == 1
 
 
-@pytest.mark.parametrize(("provider", "body", "needle"), [
-    ("gemini", {"promptFeedback": {"blockReason": "SAFETY"}}, "prompt blocked: SAFETY"),
-    ("openai", {"choices": [{"message": {"content": None, "refusal": "I can't"}}]}, "refused"),
-    ("openai", {"object": "error"}, "no choices"),
-    ("anthropic", {"content": [], "stop_reason": "refusal"}, "refused"),
-])
+@pytest.mark.parametrize(
+    ("provider", "body", "needle"),
+    [
+        ("gemini", {"promptFeedback": {"blockReason": "SAFETY"}}, "prompt blocked: SAFETY"),
+        ("openai", {"choices": [{"message": {"content": None, "refusal": "I can't"}}]}, "refused"),
+        ("openai", {"object": "error"}, "no choices"),
+        ("anthropic", {"content": [], "stop_reason": "refusal"}, "refused"),
+    ],
+)
 def test_unusable_replies_are_clear_errors(server: FakeLLMServer, provider: str, body: dict, needle: str) -> None:
     server.script = [Scripted(body=body)]
     with pytest.raises(LLMError, match=needle):
@@ -310,7 +337,9 @@ def test_call_with_retry_counts_and_passes_shrinking_timeouts() -> None:
         return "done"
 
     policy = RetryPolicy(max_attempts=4, backoff=1.0, max_backoff=1.0, total_timeout=20.0)
-    out = call_with_retry(fn, policy, timeout=10.0, sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0])
+    out = call_with_retry(
+        fn, policy, timeout=10.0, sleep=lambda s: now.__setitem__(0, now[0] + s), clock=lambda: now[0]
+    )
     assert out == "done" and len(timeouts) == 3
     assert timeouts[0] == 10.0 and timeouts[2] < 20 - 8  # each request gets at most what remains
 
@@ -340,12 +369,25 @@ def test_bad_specs_are_validation_errors(spec: str) -> None:
         create_chat_model(spec)
 
 
-@pytest.mark.parametrize(("spec", "env"), [("openai:gpt-4o-mini", "OPENAI_API_KEY"),
-                                           ("gemini:gemini-2.0-flash", "GEMINI_API_KEY or GOOGLE_API_KEY"),
-                                           ("anthropic:claude-3-5-haiku-latest", "ANTHROPIC_API_KEY")])
+@pytest.mark.parametrize(
+    ("spec", "env"),
+    [
+        ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
+        ("gemini:gemini-2.0-flash", "GEMINI_API_KEY or GOOGLE_API_KEY"),
+        ("anthropic:claude-3-5-haiku-latest", "ANTHROPIC_API_KEY"),
+    ],
+)
 def test_official_endpoints_need_a_key(monkeypatch: pytest.MonkeyPatch, spec: str, env: str) -> None:
-    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", "HYBRIDMEM_LLM_BASE_URL",
-                "OPENAI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "ANTHROPIC_BASE_URL"):
+    for var in (
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "HYBRIDMEM_LLM_BASE_URL",
+        "OPENAI_BASE_URL",
+        "GOOGLE_GEMINI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(LLMError, match=f"no API key; set {env}"):
         create_chat_model(spec)
@@ -421,7 +463,10 @@ def test_schema_dialects() -> None:
     assert "$defs" not in json.dumps(s) and "$ref" not in json.dumps(s)
     assert s["properties"]["items"]["items"]["properties"] == {"title": {"type": "string"}}
     strict = strict_schema(s)
-    assert strict["required"] == ["items", "note"] and strict["properties"]["items"]["items"]["additionalProperties"] is False
+    assert (
+        strict["required"] == ["items", "note"]
+        and strict["properties"]["items"]["items"]["additionalProperties"] is False
+    )
     g = gemini_schema(s)
     assert g["properties"]["note"] == {"type": "STRING", "nullable": True}
     assert "additionalProperties" not in json.dumps(g)

@@ -45,36 +45,69 @@ async def _wait_vectors(session: ClientSession, uri: str = "hybridmem://stats") 
 
 
 async def _stdio_session(db: Path) -> None:
-    params = StdioServerParameters(command=sys.executable, args=_server(db, "--namespace", "agent-7"),
-                                   env={"PYTHONUNBUFFERED": "1"})
+    params = StdioServerParameters(
+        command=sys.executable, args=_server(db, "--namespace", "agent-7"), env={"PYTHONUNBUFFERED": "1"}
+    )
     with open(os.devnull, "w") as devnull:
         async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as session:
             init = await session.initialize()
             assert init.server_info.name == "hybridmem" and "recall" in (init.instructions or "")
             tools = {t.name: t for t in (await session.list_tools()).tools}
             assert TOOLS <= set(tools)
-            assert {"search_text", "top_k", "hybrid_params", "metadata_filter"} <= set(tools["recall"].input_schema["properties"])
+            assert {"search_text", "top_k", "hybrid_params", "metadata_filter"} <= set(
+                tools["recall"].input_schema["properties"]
+            )
 
-            r = _data(await session.call_tool("remember", {
-                "text": "PostgreSQL connection pool exhaustion causes HTTP 504 timeouts. Increase max_connections to 200.",
-                "id": "doc_8832", "source": "wiki/infrastructure_troubleshooting.md",
-                "metadata": {"environment": "production", "service": "billing-service"}}))
+            r = _data(
+                await session.call_tool(
+                    "remember",
+                    {
+                        "text": "PostgreSQL connection pool exhaustion causes HTTP 504 timeouts. Increase max_connections to 200.",
+                        "id": "doc_8832",
+                        "source": "wiki/infrastructure_troubleshooting.md",
+                        "metadata": {"environment": "production", "service": "billing-service"},
+                    },
+                )
+            )
             assert r["added"] == ["doc_8832"] and r["id"] == "doc_8832" and r["namespace"] == "agent-7"
-            r = _data(await session.call_tool("remember", {"text": "Staging pool is 20 connections.",
-                                                           "id": "staging-pool", "metadata": {"environment": "staging"}}))
+            r = _data(
+                await session.call_tool(
+                    "remember",
+                    {
+                        "text": "Staging pool is 20 connections.",
+                        "id": "staging-pool",
+                        "metadata": {"environment": "staging"},
+                    },
+                )
+            )
             assert r["added"] == ["staging-pool"]
-            again = _data(await session.call_tool("remember", {"text": "Staging pool is 20 connections.",
-                                                               "id": "staging-pool", "metadata": {"environment": "staging"}}))
+            again = _data(
+                await session.call_tool(
+                    "remember",
+                    {
+                        "text": "Staging pool is 20 connections.",
+                        "id": "staging-pool",
+                        "metadata": {"environment": "staging"},
+                    },
+                )
+            )
             assert again["unchanged"] == ["staging-pool"]  # idempotent by id
             stats = await _wait_vectors(session)
             assert stats["documents"] == 2 and stats["namespace"] == "agent-7"
 
             # recall speaks the contract (the reference request, verbatim)
             contract = Path(__file__).resolve().parents[1].parent / "shared" / "contract" / "query_request.example.json"
-            req = json.loads(contract.read_text()) if contract.exists() else {
-                "query_id": "mem_req_99214", "search_text": "HTTP 504 gateway timeout postgres connection pool", "top_k": 5,
-                "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
-                "metadata_filter": {"environment": "production", "service": "billing-service"}}
+            req = (
+                json.loads(contract.read_text())
+                if contract.exists()
+                else {
+                    "query_id": "mem_req_99214",
+                    "search_text": "HTTP 504 gateway timeout postgres connection pool",
+                    "top_k": 5,
+                    "hybrid_params": {"dense_weight": 0.6, "sparse_weight": 0.4, "rrf_k_constant": 60},
+                    "metadata_filter": {"environment": "production", "service": "billing-service"},
+                }
+            )
             resp = _data(await session.call_tool("recall", req))
             assert resp["query_id"] == "mem_req_99214" and resp["total_retrieved"] == len(resp["results"]) == 1
             hit = resp["results"][0]
@@ -130,15 +163,21 @@ def test_mcp_over_streamable_http(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http",
-                             "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
 
     async def session() -> None:
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             assert TOOLS <= {t.name for t in (await s.list_tools()).tools}
-            assert _data(await s.call_tool("remember", {"text": "Kafka lag alert at 10k messages.", "id": "kafka"}))["added"]
+            assert _data(await s.call_tool("remember", {"text": "Kafka lag alert at 10k messages.", "id": "kafka"}))[
+                "added"
+            ]
             hits = _data(await s.call_tool("recall", {"search_text": "kafka lag", "mode": "bm25"}))["results"]
             assert hits[0]["doc_id"] == "kafka"
 
@@ -159,14 +198,22 @@ def test_mcp_over_streamable_http(tmp_path: Path) -> None:
 
 
 def test_mcp_http_refuses_public_address(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http",
-                        "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "loopback only" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m.db").exists()  # refused before opening anything
 
 
 @pytest.mark.parametrize("transport", ["carrier-pigeon"])
 def test_mcp_unknown_transport(tmp_path: Path, transport: str) -> None:
-    r = subprocess.run([sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", transport],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", transport],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "unknown MCP transport" in r.stderr

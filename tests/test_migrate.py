@@ -24,8 +24,12 @@ def test_round_trip_sqlite_postgres_sqlite(tmp_path, pg_url):
     src = tmp_path / "src.db"
     with Memory(src, embedder="hash", auto_embed=False) as m:
         m.add_documents(load_documents())
-        m.add("acme note about HEL-4040 and the billing-service", id="a1", namespace="acme",
-              metadata={"env": "prod", "sev": 2})
+        m.add(
+            "acme note about HEL-4040 and the billing-service",
+            id="a1",
+            namespace="acme",
+            metadata={"env": "prod", "sev": 2},
+        )
         m.add("acme note never embedded: it stays queued", id="a2", namespace="acme")
         m.embed_pending()
         m.add("queued after the last embedding run", id="late", namespace="acme")
@@ -86,10 +90,13 @@ def test_cli_migrate_json(tmp_path, pg_url):
 
     src = tmp_path / "c.db"
     with Memory(src, embedder="hash", auto_embed=False) as m:
-        m.add_documents([{"id": f"d{i}", "text": f"note {i} about kestrel pipelines and HEL-{4000 + i}"}
-                         for i in range(30)])
+        m.add_documents(
+            [{"id": f"d{i}", "text": f"note {i} about kestrel pipelines and HEL-{4000 + i}"} for i in range(30)]
+        )
         m.embed_pending()
     r = CliRunner().invoke(app, ["migrate", "--from", str(src), "--to", pg_url, "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output[r.output.index("{"):])
-    assert out["ok"] and out["namespaces"]["default"]["documents"] == 30 and out["namespaces"]["default"]["vectors"] == 30
+    out = json.loads(r.output[r.output.index("{") :])
+    assert (
+        out["ok"] and out["namespaces"]["default"]["documents"] == 30 and out["namespaces"]["default"]["vectors"] == 30
+    )

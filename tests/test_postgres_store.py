@@ -15,14 +15,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from conftest import shared_path
 from hybridmem import Memory
 from hybridmem.errors import FilterError, StoreError
 from hybridmem.filters import matches, parse_filter
-from hybridmem.store.sql_filters import to_pg_sql
 from hybridmem.retrieve.sparse import SparseIndex
+from hybridmem.store.sql_filters import to_pg_sql
 from hybridmem.text.tokenize import query_tokens
-
-from conftest import shared_path
 from test_filters import filters as filter_strategy
 from test_filters import metadata as metadata_strategy
 
@@ -43,8 +42,13 @@ def _scifact_sample(n: int) -> list[dict[str, Any]]:
     with open(shared_path("data", "beir", "scifact", "corpus.jsonl"), encoding="utf-8") as f:
         for line in f:
             r = json.loads(line)
-            rows.append({"id": r["_id"], "text": f"{r.get('title', '')}\n\n{r['text']}",
-                         "metadata": {"year": 2000 + len(rows) % 25, "split": "a" if len(rows) % 3 else "b"}})
+            rows.append(
+                {
+                    "id": r["_id"],
+                    "text": f"{r.get('title', '')}\n\n{r['text']}",
+                    "metadata": {"year": 2000 + len(rows) % 25, "split": "a" if len(rows) % 3 else "b"},
+                }
+            )
             if len(rows) == n:
                 break
     return rows
@@ -57,8 +61,16 @@ MULTILINGUAL = [
     {"id": "zh1", "text": "数据库连接池耗尽，网关返回 HTTP 504 超时错误。"},
     {"id": "en1", "text": "Raise max_connections or add PgBouncer when HEL-4040 shows up in production."},
 ]
-QUERIES = ["HEL-4040 504 gateway", "max_connections pool", "serveur connexions saturé", "Datenbank Verbindungen",
-           "数据库 连接池", "protein expression in cancer cells", "vaccine immune response", "DNA repair mechanism"]
+QUERIES = [
+    "HEL-4040 504 gateway",
+    "max_connections pool",
+    "serveur connexions saturé",
+    "Datenbank Verbindungen",
+    "数据库 连接池",
+    "protein expression in cancer cells",
+    "vaccine immune response",
+    "DNA repair mechanism",
+]
 
 
 # ---------------------------------------------------------------- BM25 parity
@@ -114,6 +126,7 @@ def test_bm25_in_sql_equals_the_embedded_backend(pg, tmp_path):
 @pytest.fixture(scope="module")
 def pg_conn():
     import psycopg
+
     from pg_utils import server
 
     srv = server()
@@ -130,8 +143,10 @@ def pg_conn():
 def _pg_select(conn, metas: list[dict[str, Any]], spec: dict[str, Any]) -> set[int]:
     conn.execute("TRUNCATE t")
     with conn.cursor() as cur:
-        cur.executemany("INSERT INTO t VALUES (%s, %s::jsonb)",
-                        [(i, json.dumps(m, ensure_ascii=False, allow_nan=False)) for i, m in enumerate(metas)])
+        cur.executemany(
+            "INSERT INTO t VALUES (%s, %s::jsonb)",
+            [(i, json.dumps(m, ensure_ascii=False, allow_nan=False)) for i, m in enumerate(metas)],
+        )
     where, params = to_pg_sql(parse_filter(spec), "metadata")
     return {r[0] for r in conn.execute(f"SELECT id FROM t WHERE {where}", params)}
 
@@ -150,8 +165,22 @@ def test_jsonb_filters_agree_with_the_python_predicate(pg_conn, metas, spec):
     assert rows == expected, (spec, [metas[i] for i in sorted(rows ^ expected)])
 
 
-HOSTILE = ["a'b", 'x"; DROP TABLE chunks; --', "k;--", "$.a", "a.b", "a->>b", "{a,b}", "[0]", "a' OR '1'='1",
-           "%s", "%(x)s", "?", "ünï €", "x') OR 1=1 --"]
+HOSTILE = [
+    "a'b",
+    'x"; DROP TABLE chunks; --',
+    "k;--",
+    "$.a",
+    "a.b",
+    "a->>b",
+    "{a,b}",
+    "[0]",
+    "a' OR '1'='1",
+    "%s",
+    "%(x)s",
+    "?",
+    "ünï €",
+    "x') OR 1=1 --",
+]
 
 
 def test_hostile_keys_and_values_are_parameters(pg):
@@ -197,14 +226,24 @@ def test_selective_filter_still_fills_top_k_and_uses_hnsw(pg_url):
 def _selective_filter_checks(pg: Memory) -> None:
     rng = random.Random(7)
     words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
-    docs = [{"id": f"d{i}", "text": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
-             "metadata": {"tag": "rare" if i % 100 == 0 else "common", "i": i}} for i in range(3000)]
+    docs = [
+        {
+            "id": f"d{i}",
+            "text": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
+            "metadata": {"tag": "rare" if i % 100 == 0 else "common", "i": i},
+        }
+        for i in range(3000)
+    ]
     pg.add_documents(docs, batch_size=500)
     pg.embed_pending()
     with pg.store._conn() as conn:  # the index exists and the planner uses it for a namespace query
-        plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT chunk_rowid FROM vectors WHERE ns_id = 1 ORDER BY embedding <=> "
-            "(SELECT embedding FROM vectors LIMIT 1) LIMIT 10"))
+        plan = "\n".join(
+            r[0]
+            for r in conn.execute(
+                "EXPLAIN SELECT chunk_rowid FROM vectors WHERE ns_id = 1 ORDER BY embedding <=> "
+                "(SELECT embedding FROM vectors LIMIT 1) LIMIT 10"
+            )
+        )
     assert "vectors_hnsw" in plan
     q = "alpha omega sigma item"
     resp = pg.search(q, mode="vector", top_k=10, metadata_filter={"tag": "rare"})  # 30 of 3000 rows
@@ -225,8 +264,9 @@ def _selective_filter_checks(pg: Memory) -> None:
 
 
 def test_small_namespaces_are_searched_exactly(pg):
-    pg.add_documents([{"id": f"e{i}", "text": f"exact scan note {i} about {'lynx' if i % 2 else 'otter'}"}
-                      for i in range(200)])
+    pg.add_documents(
+        [{"id": f"e{i}", "text": f"exact scan note {i} about {'lynx' if i % 2 else 'otter'}"} for i in range(200)]
+    )
     pg.embed_pending()
     assert pg.stats().dense_index == "exact"
     qv = pg.embedder.embed_query("otter note")
@@ -252,8 +292,9 @@ def test_concurrent_writers_and_readers(pg):
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)] + [threading.Thread(target=reader)
-                                                                              for _ in range(2)]
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)] + [
+        threading.Thread(target=reader) for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -289,8 +330,9 @@ def test_cli_with_a_postgres_url(pg_url, tmp_path):
 
 
 def test_no_privilege_for_the_extension_says_what_to_do(pg_url):
-    import psycopg
     from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
 
     role = "hm_plain_" + urlsplit(pg_url).path.strip("/")[-8:]
     with psycopg.connect(pg_url, autocommit=True) as c:
@@ -359,13 +401,19 @@ def test_store_options_reach_the_backend(pg_url):
 
     from hybridmem.errors import ValidationError
 
-    with Memory(pg_url, embedder="hash", auto_embed=False,
-                store_options={"schema": "team_a", "pool_size": 2, "hnsw_ef_search": 200}) as m:
+    with Memory(
+        pg_url,
+        embedder="hash",
+        auto_embed=False,
+        store_options={"schema": "team_a", "pool_size": 2, "hnsw_ef_search": 200},
+    ) as m:
         m.add("a note in its own schema", id="s1")
         assert m.store.hnsw_ef_search == 200 and m.store.schema == "team_a"
     with psycopg.connect(pg_url) as c:
         assert c.execute("SELECT count(*) FROM team_a.chunks").fetchone()[0] == 1
-        assert c.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'hybridmem'"
-                         ).fetchone()[0] == 0
+        assert (
+            c.execute("SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'hybridmem'").fetchone()[0]
+            == 0
+        )
     with pytest.raises(ValidationError, match="schema"):
         Memory(pg_url, embedder="hash", auto_embed=False, store_options={"schema": "x; DROP TABLE y"})

@@ -8,7 +8,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel, candidate_ids
 
 from hybridmem import Memory, QueryRequest
 from hybridmem.errors import ValidationError
@@ -22,12 +21,15 @@ from hybridmem.rerank import (
     repair_ids,
     windows,
 )
+from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel, candidate_ids
 
 
 def cands(ids: list[str], texts: list[str] | None = None) -> list[QueryResult]:
     texts = texts or [f"passage about {i}" for i in ids]
-    return [QueryResult(chunk_id=i, rrf_score=1.0 / (60 + n), text=t, doc_id=i.split("_")[0])
-            for n, (i, t) in enumerate(zip(ids, texts), start=1)]
+    return [
+        QueryResult(chunk_id=i, rrf_score=1.0 / (60 + n), text=t, doc_id=i.split("_")[0])
+        for n, (i, t) in enumerate(zip(ids, texts), start=1)
+    ]
 
 
 # ------------------------------------------------------------------------ pure parts
@@ -35,14 +37,17 @@ def test_repair_reference_example() -> None:
     assert repair_ids(["c", "zzz", "c", "a"], ["a", "b", "c"], [0, 1, 2]) == [2, 0, 1]
 
 
-@pytest.mark.parametrize(("answer", "expected"), [
-    ([], [0, 1, 2]),                      # an empty list keeps the fused order
-    (["zzz", "yyy"], [0, 1, 2]),          # nothing valid: fused order
-    (["b"], [1, 0, 2]),                   # forgotten ones appended in fused order
-    (["c", "b", "a"], [2, 1, 0]),
-    ([" b ", "[c]"], [1, 2, 0]),          # whitespace and echoed brackets tolerated
-    ([2, "a"], [0, 1, 2]),                # positions are not ids
-])
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ([], [0, 1, 2]),  # an empty list keeps the fused order
+        (["zzz", "yyy"], [0, 1, 2]),  # nothing valid: fused order
+        (["b"], [1, 0, 2]),  # forgotten ones appended in fused order
+        (["c", "b", "a"], [2, 1, 0]),
+        ([" b ", "[c]"], [1, 2, 0]),  # whitespace and echoed brackets tolerated
+        ([2, "a"], [0, 1, 2]),  # positions are not ids
+    ],
+)
 def test_repair_rules(answer: list, expected: list[int]) -> None:
     assert repair_ids(answer, ["a", "b", "c"], [0, 1, 2]) == expected
 
@@ -54,20 +59,32 @@ def test_repair_within_a_window_ignores_ids_outside_it() -> None:
     assert sorted(repair_ids(["zz"], docs, [4, 2, 3])) == [2, 3, 4]
 
 
-@pytest.mark.parametrize(("n", "expected"), [
-    (0, []), (1, [(0, 1)]), (20, [(0, 20)]), (21, [(1, 21), (0, 11)]),
-    (30, [(10, 30), (0, 20)]), (45, [(25, 45), (15, 35), (5, 25), (0, 15)]),
-])
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (0, []),
+        (1, [(0, 1)]),
+        (20, [(0, 20)]),
+        (21, [(1, 21), (0, 11)]),
+        (30, [(10, 30), (0, 20)]),
+        (45, [(25, 45), (15, 35), (5, 25), (0, 15)]),
+    ],
+)
 def test_windows_bottom_up(n: int, expected: list[tuple[int, int]]) -> None:
     assert windows(n, 20, 10) == expected
 
 
 # ------------------------------------------------------------------------ identifier reranker
 def test_identifier_reranker_moves_exact_identifiers_ahead() -> None:
-    c = cands(["gen_p1", "other_p1", "code_p1", "both_p1"], [
-        "General advice on pipelines.", "HEL-4041 is another error.",
-        "HEL-4040: pipeline definition rejected.", "HEL-4040 happens when max_connections is too low.",
-    ])
+    c = cands(
+        ["gen_p1", "other_p1", "code_p1", "both_p1"],
+        [
+            "General advice on pipelines.",
+            "HEL-4041 is another error.",
+            "HEL-4040: pipeline definition rejected.",
+            "HEL-4040 happens when max_connections is too low.",
+        ],
+    )
     out = IdentifierReranker().rerank("HEL-4040 with max_connections?", c)
     assert out.order == [3, 2, 0, 1]  # both identifiers > one > none (fused order among equals)
     assert out.reranked and out.reranker == "identifier" and out.note is None and out.usage is None
@@ -91,7 +108,9 @@ def server() -> Iterator[FakeLLMServer]:
 
 def llm_reranker(server: FakeLLMServer, provider: str = "openai", **kw) -> LLMReranker:
     base = f"{server.url}/v1" if provider == "openai" else server.url
-    return LLMReranker(create_chat_model(f"{provider}:test-model", base_url=base, api_key="k", retry=FAST, timeout=2), **kw)
+    return LLMReranker(
+        create_chat_model(f"{provider}:test-model", base_url=base, api_key="k", retry=FAST, timeout=2), **kw
+    )
 
 
 @pytest.mark.parametrize("provider", ["openai", "gemini", "anthropic"])
@@ -106,8 +125,9 @@ def test_llm_rerank_with_invented_and_repeated_ids(provider: str, server: FakeLL
 def test_llm_rerank_prompt(server: FakeLLMServer) -> None:
     server.script = [Scripted(text='{"ids": []}')]
     long = "word " * 1000
-    out = llm_reranker(server).rerank("J'obtiens HEL-4040 avec max_connections, que faire ?",
-                                      cands(["a_p1", "b_p1"], ["short text", long]))
+    out = llm_reranker(server).rerank(
+        "J'obtiens HEL-4040 avec max_connections, que faire ?", cands(["a_p1", "b_p1"], ["short text", long])
+    )
     assert out.order == [0, 1] and out.reranked  # an empty list is a valid answer: fused order
     prompt = server.requests[0].prompt
     assert candidate_ids(server.requests[0]) == ["a_p1", "b_p1"]  # ids, in fused order
@@ -139,14 +159,22 @@ def test_the_best_candidate_climbs_from_the_bottom_to_the_top(server: FakeLLMSer
     assert out.order == [44, *range(44)]  # last in fused order, first after four windows; the rest keep their order
 
 
-@pytest.mark.parametrize(("script", "needle", "calls", "requests"), [
-    ([Scripted(status=500)] * 3, "HTTP 500", [(False, 3)], 3),
-    ([Scripted(text="no json here"), Scripted(text="still none")], "invalid output after one repair attempt",
-     [(True, 1), (True, 1)], 2),
-    ([Scripted(status=401, body={"error": {"message": "bad key"}})], "bad key", [(False, 1)], 1),
-])
-def test_llm_failure_keeps_fused_order_with_the_reason(server: FakeLLMServer, script: list, needle: str,
-                                                       calls: list, requests: int) -> None:
+@pytest.mark.parametrize(
+    ("script", "needle", "calls", "requests"),
+    [
+        ([Scripted(status=500)] * 3, "HTTP 500", [(False, 3)], 3),
+        (
+            [Scripted(text="no json here"), Scripted(text="still none")],
+            "invalid output after one repair attempt",
+            [(True, 1), (True, 1)],
+            2,
+        ),
+        ([Scripted(status=401, body={"error": {"message": "bad key"}})], "bad key", [(False, 1)], 1),
+    ],
+)
+def test_llm_failure_keeps_fused_order_with_the_reason(
+    server: FakeLLMServer, script: list, needle: str, calls: list, requests: int
+) -> None:
     server.script = list(script)
     out = llm_reranker(server).rerank("q", cands(["a_p1", "b_p1", "c_p1"]))
     assert out.order == [0, 1, 2] and out.reranked is False

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 
 from hybridmem import Memory
-
 from server_utils import LiveServer
 
 READERS, WRITERS = 8, 4
@@ -29,8 +28,12 @@ def _token(w: int, i: int, v: int) -> str:
 def test_concurrent_readers_and_writers_lose_nothing(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     mem = Memory(db, embedder="hash", auto_embed=True)
-    mem.add_documents([{"id": f"seed-{i}", "text": f"seed document {i} about pools and gateways",
-                        "metadata": {"writer": -1}} for i in range(50)])
+    mem.add_documents(
+        [
+            {"id": f"seed-{i}", "text": f"seed document {i} about pools and gateways", "metadata": {"writer": -1}}
+            for i in range(50)
+        ]
+    )
     failures: list[str] = []
     expected: dict[str, str | None] = {}  # id -> token it must be found by (None: deleted)
     lock = threading.Lock()
@@ -69,8 +72,13 @@ def test_concurrent_readers_and_writers_lose_nothing(tmp_path: Path) -> None:
                     for j in range(rng.randint(1, 3)):
                         doc = f"w-{w}-{i * 3 + j}"
                         mine[doc] = 0
-                        batch.append({"id": doc, "text": f"note by writer {w}: {_token(w, i * 3 + j, 0)}",
-                                      "metadata": {"writer": w}})
+                        batch.append(
+                            {
+                                "id": doc,
+                                "text": f"note by writer {w}: {_token(w, i * 3 + j, 0)}",
+                                "metadata": {"writer": w},
+                            }
+                        )
                     if record(c.post("/v1/memories", json={"memories": batch}), "POST"):
                         with lock:
                             expected.update({d["id"]: d["text"].rsplit(" ", 1)[1] for d in batch})
@@ -81,8 +89,11 @@ def test_concurrent_readers_and_writers_lose_nothing(tmp_path: Path) -> None:
             for _ in range(MAX_OPS):
                 if time.monotonic() > stop_at:
                     break
-                body = {"search_text": rng.choice(["pools gateways", "note by writer", "updated note", "seed 7"]),
-                        "mode": rng.choice(["hybrid", "bm25", "vector"]), "top_k": rng.randint(1, 10)}
+                body = {
+                    "search_text": rng.choice(["pools gateways", "note by writer", "updated note", "seed 7"]),
+                    "mode": rng.choice(["hybrid", "bm25", "vector"]),
+                    "top_k": rng.randint(1, 10),
+                }
                 if rng.random() < 0.3:
                     body["metadata_filter"] = {"writer": {"$in": [-1, rng.randrange(WRITERS)]}}
                 record(c.post("/v1/query", json=body), "query")
@@ -94,9 +105,26 @@ def test_concurrent_readers_and_writers_lose_nothing(tmp_path: Path) -> None:
         for i in range(2):
             if time.monotonic() > stop_at:
                 break
-            r = subprocess.run([sys.executable, "-m", "hybridmem.cli", "--db", str(db), "--embedder", "hash",
-                                "ingest", "-", "--id", f"cli-{i}"], input=f"written by another process kliq{i}",
-                               capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "hybridmem.cli",
+                    "--db",
+                    str(db),
+                    "--embedder",
+                    "hash",
+                    "ingest",
+                    "-",
+                    "--id",
+                    f"cli-{i}",
+                ],
+                input=f"written by another process kliq{i}",
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env={**os.environ, "COLUMNS": "200"},
+            )
             if r.returncode != 0:
                 with lock:
                     failures.append(f"cli ingest: {r.stderr}")

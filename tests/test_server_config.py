@@ -20,7 +20,9 @@ from hybridmem.server.config import ConfigError, load_config, parse_api_keys
 
 def test_parse_api_keys() -> None:
     assert parse_api_keys("key1-abcdef:ns1,ns2; key2-abcdef:*") == {
-        "key1-abcdef": ("ns1", "ns2"), "key2-abcdef": ("*",)}
+        "key1-abcdef": ("ns1", "ns2"),
+        "key2-abcdef": ("*",),
+    }
     for bad in ("justakey", "key:", ":ns"):
         with pytest.raises(ConfigError, match="key:namespace"):
             parse_api_keys(bad)
@@ -50,7 +52,7 @@ def test_config_file_env_and_flags(tmp_path: Path) -> None:
         ("port = 'many'\n", "port must be a number"),
         ("max_batch = 0\n", "max_batch must be a positive integer"),
         ("[api_keys]\nshort = ['a']\n", "at least 8 characters"),
-        ("[api_keys]\n\"sk-long-enough\" = []\n", "maps to no namespace"),
+        ('[api_keys]\n"sk-long-enough" = []\n', "maps to no namespace"),
         ("port = [\n", "not valid TOML"),
     ],
 )
@@ -121,8 +123,17 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     key = "sk-e2e-test-key"
-    proc = _cli("--embedder", "hash", "serve", "--db", str(tmp_path / "m.db"), "--port", str(port),
-                env={"HYBRIDMEM_API_KEYS": f"{key}:agents"}, background=True)
+    proc = _cli(
+        "--embedder",
+        "hash",
+        "serve",
+        "--db",
+        str(tmp_path / "m.db"),
+        "--port",
+        str(port),
+        env={"HYBRIDMEM_API_KEYS": f"{key}:agents"},
+        background=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -135,8 +146,11 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
             time.sleep(0.2)
         h = {"Authorization": f"Bearer {key}"}
-        r = httpx.post(url + "/v1/memories", headers=h,
-                       json={"memories": [{"id": "fact-pool", "text": "The billing DB pool is 200 connections."}]})
+        r = httpx.post(
+            url + "/v1/memories",
+            headers=h,
+            json={"memories": [{"id": "fact-pool", "text": "The billing DB pool is 200 connections."}]},
+        )
         assert r.status_code == 200 and r.json() == {**r.json(), "added": ["fact-pool"], "namespace": "agents"}
         r = httpx.post(url + "/v1/query", headers=h, json={"search_text": "billing pool size", "mode": "bm25"})
         assert r.json()["results"][0]["chunk_id"] == "fact-pool_p1"
@@ -148,7 +162,9 @@ def test_serve_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "m.db").exists()
     from hybridmem.retrieve.blas import numpy_openblas
 
-    if numpy_openblas() is not None and not (os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+    if numpy_openblas() is not None and not (
+        os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    ):
         assert "numpy BLAS: 1 thread per call" in err  # many request threads: no per-call BLAS threads
 
 

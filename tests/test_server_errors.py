@@ -15,7 +15,6 @@ from hybridmem.server.common import NotImplementedOnServer
 from hybridmem.server.config import ConfigError
 from hybridmem.server.http import _install_error_handlers
 from hybridmem.server.limits import RequestTimeoutError, StoreBusyError
-
 from server_utils import assert_error
 
 

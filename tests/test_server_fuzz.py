@@ -11,29 +11,41 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 
 from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
-
 from server_utils import LiveServer
 
 KEY = "key-fuzzer-0001"
 EXAMPLES = 12  # per operation and generation mode: bounded, the whole file runs in well under a minute
-FUZZ_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None, phases=[Phase.generate],
-                         suppress_health_check=list(HealthCheck))
+FUZZ_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     mem = Memory(tmp_path_factory.mktemp("fuzz") / "m.db", embedder="hash", auto_embed=True)
-    mem.add_documents([{"id": f"d{i}", "text": f"HTTP 50{i} on billing pool HEL-40{i}",
-                        "metadata": {"environment": "production" if i % 2 else "staging", "severity": i}}
-                       for i in range(6)])
-    with LiveServer(mem, ServerConfig(api_keys={KEY: ("default", "fuzz")}, max_top_k=50, max_batch=20,
-                                      max_body_bytes=200_000)) as s:
+    mem.add_documents(
+        [
+            {
+                "id": f"d{i}",
+                "text": f"HTTP 50{i} on billing pool HEL-40{i}",
+                "metadata": {"environment": "production" if i % 2 else "staging", "severity": i},
+            }
+            for i in range(6)
+        ]
+    )
+    with LiveServer(
+        mem, ServerConfig(api_keys={KEY: ("default", "fuzz")}, max_top_k=50, max_batch=20, max_body_bytes=200_000)
+    ) as s:
         yield s
     mem.close()
 
@@ -57,6 +69,7 @@ def _operations(srv: LiveServer) -> list[Any]:
 def test_openapi_fuzz_never_5xx(srv: LiveServer, mode: GenerationMode) -> None:
     seen: dict[str, set[int]] = {}
     for op in _operations(srv):
+
         @FUZZ_SETTINGS
         @given(case=op.as_strategy(generation_mode=mode))
         def run(case: Any) -> None:
@@ -81,17 +94,34 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
     max_leaves=20,
 )
-QUERY_KEYS = ["search_text", "top_k", "mode", "metadata_filter", "hybrid_params", "fetch_k", "namespace", "rerank",
-              "query_id", "reranker"]
+QUERY_KEYS = [
+    "search_text",
+    "top_k",
+    "mode",
+    "metadata_filter",
+    "hybrid_params",
+    "fetch_k",
+    "namespace",
+    "rerank",
+    "query_id",
+    "reranker",
+]
 FILTER_KEYS = ["environment", "severity", "$and", "$or", "$in", "$gte", "nope"]
 
 
 @FUZZ_SETTINGS
 @given(
     body=st.dictionaries(st.sampled_from(QUERY_KEYS), json_values, max_size=6),
-    flt=st.dictionaries(st.sampled_from(FILTER_KEYS), json_values | st.dictionaries(
-        st.sampled_from(["$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$ne", "$exists", "$eq"]), json_values,
-        max_size=2), max_size=3),
+    flt=st.dictionaries(
+        st.sampled_from(FILTER_KEYS),
+        json_values
+        | st.dictionaries(
+            st.sampled_from(["$in", "$nin", "$gt", "$gte", "$lt", "$lte", "$ne", "$exists", "$eq"]),
+            json_values,
+            max_size=2,
+        ),
+        max_size=3,
+    ),
     text=st.text(max_size=40),
 )
 def test_arbitrary_json_queries_never_5xx(srv: LiveServer, body: dict, flt: dict, text: str) -> None:
@@ -103,18 +133,21 @@ def test_arbitrary_json_queries_never_5xx(srv: LiveServer, body: dict, flt: dict
         _check(r.status_code, r.headers.get("content-type", ""), r.text, f"/v1/memories {flt!r}")
 
 
-@pytest.mark.parametrize("path,raw", [
-    ("/v1/query", b'{"search_text": "x", "metadata_filter": {"severity": {"$gte": Infinity}}}'),
-    ("/v1/query", b'{"search_text": "x", "hybrid_params": {"dense_weight": NaN}}'),
-    ("/v1/query", b'{"search_text": "x", "top_k": 1e400}'),
-    ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"score": NaN}}]}'),
-    ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"a": ' + b"[" * 3000 + b"]" * 3000 + b'}}]}'),
-    # unpaired surrogates, legal as JSON escapes, cannot be stored: 422, never a 500
-    ("/v1/query", b'{"search_text": "\\ud800 lone surrogate"}'),
-    ("/v1/query", b'{"search_text": "x", "metadata_filter": {"environment": {"$in": ["\\ud800"]}}}'),
-    ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"k": "\\udc00"}}]}'),
-    ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"\\ud800": 1}}]}'),
-])
+@pytest.mark.parametrize(
+    "path,raw",
+    [
+        ("/v1/query", b'{"search_text": "x", "metadata_filter": {"severity": {"$gte": Infinity}}}'),
+        ("/v1/query", b'{"search_text": "x", "hybrid_params": {"dense_weight": NaN}}'),
+        ("/v1/query", b'{"search_text": "x", "top_k": 1e400}'),
+        ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"score": NaN}}]}'),
+        ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"a": ' + b"[" * 3000 + b"]" * 3000 + b"}}]}"),
+        # unpaired surrogates, legal as JSON escapes, cannot be stored: 422, never a 500
+        ("/v1/query", b'{"search_text": "\\ud800 lone surrogate"}'),
+        ("/v1/query", b'{"search_text": "x", "metadata_filter": {"environment": {"$in": ["\\ud800"]}}}'),
+        ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"k": "\\udc00"}}]}'),
+        ("/v1/memories", b'{"memories": [{"text": "x", "metadata": {"\\ud800": 1}}]}'),
+    ],
+)
 def test_non_standard_json_is_a_client_error(srv: LiveServer, path: str, raw: bytes) -> None:
     with httpx.Client(base_url=srv.url, headers={"X-API-Key": KEY, "content-type": "application/json"}) as c:
         r = c.post(path, content=raw)

@@ -16,7 +16,6 @@ import pytest
 
 from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
-
 from server_utils import LiveServer, assert_error
 
 CONTRACT = Path(__file__).resolve().parents[1].parent / "shared" / "contract"
@@ -30,8 +29,11 @@ POOL = {
     "metadata": {"environment": "production", "service": "billing-service"},
 }
 STAGING = {**POOL, "id": "doc_8832_staging", "metadata": {"environment": "staging", "service": "billing-service"}}
-CACHE = {"id": "cache", "text": "Purge the connector cache with helio connector purge NAME when data is stale.",
-         "metadata": {"environment": "production", "service": "connectors"}}
+CACHE = {
+    "id": "cache",
+    "text": "Purge the connector cache with helio connector purge NAME when data is stale.",
+    "metadata": {"environment": "production", "service": "connectors"},
+}
 
 
 class Proxy:
@@ -114,8 +116,9 @@ def test_query_rerank_is_accepted(a: httpx.Client) -> None:
 
 
 def test_memories_batch_is_idempotent_by_id_and_crud_works(a: httpx.Client) -> None:
-    batch = [{"id": f"note-{i}", "text": f"Runbook note {i}: rotate the zorblax{i} credentials weekly."}
-             for i in range(3)]
+    batch = [
+        {"id": f"note-{i}", "text": f"Runbook note {i}: rotate the zorblax{i} credentials weekly."} for i in range(3)
+    ]
     r = a.post("/v1/memories", json={"memories": batch})
     assert r.status_code == 200 and sorted(r.json()["added"]) == ["note-0", "note-1", "note-2"]
     r = a.post("/v1/memories", json={"memories": batch})  # the same batch again: nothing changes
@@ -146,8 +149,14 @@ def test_ids_with_slashes_round_trip(a: httpx.Client) -> None:
 
 def test_documents_upload(a: httpx.Client) -> None:
     files = [
-        ("files", ("incident-42.md", b"# Incident 42\n\nThe flumox gateway returned HTTP 502 for 4 minutes.\n",
-                   "text/markdown")),
+        (
+            "files",
+            (
+                "incident-42.md",
+                b"# Incident 42\n\nThe flumox gateway returned HTTP 502 for 4 minutes.\n",
+                "text/markdown",
+            ),
+        ),
         ("files", ("blob.bin", b"\x00\x01\x02\x03binary", "application/octet-stream")),
     ]
     r = a.post("/v1/documents", files=files, data={"metadata": json.dumps({"kind": "incident"})})
@@ -155,8 +164,9 @@ def test_documents_upload(a: httpx.Client) -> None:
     body = r.json()
     assert body["added"] == ["incident-42"] and body["namespace"] == "team-a"
     assert [s["path"] for s in body["skipped"]] == ["blob.bin"] and "binary" in body["skipped"][0]["reason"]
-    hits = a.post("/v1/query", json={"search_text": "flumox", "mode": "bm25",
-                                     "metadata_filter": {"kind": "incident"}}).json()["results"]
+    hits = a.post(
+        "/v1/query", json={"search_text": "flumox", "mode": "bm25", "metadata_filter": {"kind": "incident"}}
+    ).json()["results"]
     assert hits and hits[0]["doc_id"] == "incident-42" and hits[0]["source"] == "incident-42.md"
     assert_error(a.post("/v1/documents", files=files[1:]), 422, "validation_error", "files")
     assert_error(a.post("/v1/documents", files=files[:1], data={"metadata": "{not json"}), 422, field="metadata")
@@ -169,8 +179,14 @@ def test_documents_upload(a: httpx.Client) -> None:
 
 
 def test_answer_is_grounded_or_clearly_unavailable(a: httpx.Client, mem: Memory) -> None:
-    r = a.post("/v1/answer", json={"question": "What causes HTTP 504 on billing?", "top_k": 3,
-                                   "metadata_filter": {"environment": "production"}})
+    r = a.post(
+        "/v1/answer",
+        json={
+            "question": "What causes HTTP 504 on billing?",
+            "top_k": 3,
+            "metadata_filter": {"environment": "production"},
+        },
+    )
     if hasattr(mem, "ask"):
         assert r.status_code == 200, r.text
         body = r.json()
@@ -202,15 +218,18 @@ def test_auth_and_namespaces(srv: LiveServer) -> None:
         assert_error(bad.get("/v1/stats"), 401, "unauthorized")
     with httpx.Client(base_url=srv.url, headers={"X-API-Key": KEY_A}) as a:
         assert a.get("/v1/stats").json()["namespace"] == "team-a"  # X-API-Key works too
-        assert_error(a.post("/v1/query", json={"search_text": "pool", "namespace": "team-b"}), 403, "forbidden",
-                     "namespace")
+        assert_error(
+            a.post("/v1/query", json={"search_text": "pool", "namespace": "team-b"}), 403, "forbidden", "namespace"
+        )
         assert_error(a.get("/v1/stats", params={"namespace": "team-b"}), 403, "forbidden")
         assert_error(a.get("/v1/memories/doc_8832", params={"namespace": "team-b"}), 403, "forbidden")
         assert_error(a.post("/v1/memories", json={"memories": [{"text": "x"}], "namespace": "team-b"}), 403)
         assert_error(a.delete("/v1/memories/doc_8832", params={"namespace": "team-b"}), 403)
         assert_error(a.post("/v1/answer", json={"question": "x", "namespace": "team-b"}), 403)
-        assert_error(a.post("/v1/documents", files=[("files", ("a.txt", b"hello", "text/plain"))],
-                            data={"namespace": "team-b"}), 403)
+        assert_error(
+            a.post("/v1/documents", files=[("files", ("a.txt", b"hello", "text/plain"))], data={"namespace": "team-b"}),
+            403,
+        )
         r = a.post("/v1/memories", json={"memories": [{"id": "s1", "text": "shared fact"}], "namespace": "shared"})
         assert r.status_code == 200 and r.json()["namespace"] == "shared"
     with srv.client(KEY_ADMIN) as admin:
@@ -278,8 +297,11 @@ def test_malformed_requests_are_json_errors(a: httpx.Client) -> None:
     assert_error(a.post("/v1/query", content=b"[[[[" * 5000, headers={"content-type": "application/json"}), 422)
     assert_error(a.post("/v1/query", json=[1, 2]), 422)
     assert_error(a.post("/v1/query", content=b"search_text=x", headers={"content-type": "text/plain"}), 422)
-    assert_error(a.post("/v1/memories", json={"memories": [{"id": "x", "text": "ok", "metadata": {"$bad": 1}}]}),
-                 422, field="metadata")
+    assert_error(
+        a.post("/v1/memories", json={"memories": [{"id": "x", "text": "ok", "metadata": {"$bad": 1}}]}),
+        422,
+        field="metadata",
+    )
     assert_error(a.post("/v1/memories", json={"memories": []}), 422, field="memories")
     assert_error(a.post("/v1/memories", json={"memories": [{"text": "nul \u0000 byte"}]}), 422, field="text")
     assert_error(a.get("/v1/nothing-here"), 404, "not_found")
@@ -360,16 +382,27 @@ def test_metrics_count_requests_errors_and_legs(srv: LiveServer, a: httpx.Client
     assert value('hybridmem_http_requests_total{method="GET",endpoint="/v1/memories/{doc_id}",status="200"}') >= 1
     assert "doc_8832" not in text
     # histogram buckets are cumulative and end at the count
-    buckets = [float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
-               if ln.startswith('hybridmem_leg_duration_seconds_bucket{leg="bm25"')]
+    buckets = [
+        float(ln.rsplit(" ", 1)[1])
+        for ln in text.splitlines()
+        if ln.startswith('hybridmem_leg_duration_seconds_bucket{leg="bm25"')
+    ]
     assert buckets == sorted(buckets) and buckets[-1] == value('hybridmem_leg_duration_seconds_count{leg="bm25"}')
 
 
 def test_openapi_and_docs(srv: LiveServer) -> None:
     with srv.client() as c:
         spec = c.get("/openapi.json").json()
-        assert {"/v1/query", "/v1/answer", "/v1/memories", "/v1/memories/{doc_id}", "/v1/documents", "/v1/stats",
-                "/healthz", "/metrics"} <= set(spec["paths"])
+        assert {
+            "/v1/query",
+            "/v1/answer",
+            "/v1/memories",
+            "/v1/memories/{doc_id}",
+            "/v1/documents",
+            "/v1/stats",
+            "/healthz",
+            "/metrics",
+        } <= set(spec["paths"])
         q = spec["paths"]["/v1/query"]["post"]
         assert q["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
         docs = c.get("/docs")

@@ -13,13 +13,32 @@ from hypothesis import strategies as st
 
 from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
-
 from server_utils import LiveServer, assert_error
 
 KEYS = {"key-alpha-0001": ("alpha",), "key-beta-00001": ("beta",)}
 MARK = {"alpha": "alphamark", "beta": "betamark"}
-WORDS = ["pool", "timeout", "HEL-4040", "gateway", "cache", "purge", "billing", "max_connections", "HTTP", "504",
-         "replica", "shard", "tenant", "secret", "token", "redis", "kafka", "lag", "disk", "full"]
+WORDS = [
+    "pool",
+    "timeout",
+    "HEL-4040",
+    "gateway",
+    "cache",
+    "purge",
+    "billing",
+    "max_connections",
+    "HTTP",
+    "504",
+    "replica",
+    "shard",
+    "tenant",
+    "secret",
+    "token",
+    "redis",
+    "kafka",
+    "lag",
+    "disk",
+    "full",
+]
 MODES = ("bm25", "vector", "hybrid", "rerank")
 
 # what each namespace holds now: id -> text (one chunk each: texts are short)
@@ -27,7 +46,9 @@ STATE: dict[str, dict[str, str]] = {"alpha": {}, "beta": {}}
 
 
 @pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def clients(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, httpx.Client]]:
+def clients(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, httpx.Client]]:
     """A live server over each backend in turn (the same checks hold on SQLite and PostgreSQL)."""
     url = None
     if request.param == "postgres":
@@ -50,9 +71,12 @@ def clients(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 docs_st = st.lists(
-    st.tuples(st.sampled_from([f"m{i}" for i in range(8)]),  # few ids: both namespaces reuse them
-              st.lists(st.sampled_from(WORDS), min_size=1, max_size=8)),
-    min_size=1, max_size=5,
+    st.tuples(
+        st.sampled_from([f"m{i}" for i in range(8)]),  # few ids: both namespaces reuse them
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+    ),
+    min_size=1,
+    max_size=5,
 )
 
 
@@ -65,13 +89,18 @@ def _check_results(ns: str, body: dict) -> None:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(alpha=docs_st, beta=docs_st, queries=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
-                                                      min_size=1, max_size=3),
-       delete_one=st.booleans())
+@given(
+    alpha=docs_st,
+    beta=docs_st,
+    queries=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=1, max_size=3),
+    delete_one=st.booleans(),
+)
 def test_namespaces_never_leak(clients: dict, alpha: list, beta: list, queries: list, delete_one: bool) -> None:
     for ns, docs in (("alpha", alpha), ("beta", beta)):
-        batch = [{"id": i, "text": " ".join([MARK[ns], *words]), "metadata": {"tenant": ns, "n": len(words)}}
-                 for i, words in docs]
+        batch = [
+            {"id": i, "text": " ".join([MARK[ns], *words]), "metadata": {"tenant": ns, "n": len(words)}}
+            for i, words in docs
+        ]
         r = clients[ns].post("/v1/memories", json={"memories": batch})
         assert r.status_code == 200, r.text
         for d in batch:

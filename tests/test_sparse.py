@@ -70,7 +70,6 @@ def test_random_writes_match_brute_force(seed: int) -> None:
     assert len(idx) == len(docs)
 
 
-
 def test_reloads_writes_and_queries_at_once_leave_it_exact() -> None:
     """As Memory uses it: a query reloads the index (it saw a newer store version) while the writer
     applies its change if the index is at the version before (else leaves it for a reload) and other
@@ -99,6 +98,7 @@ def test_reloads_writes_and_queries_at_once_leave_it_exact() -> None:
             except BaseException as e:  # noqa: BLE001 - collected and asserted below
                 errors.append(e)
                 stop.set()
+
         return run
 
     def reloader() -> None:
@@ -149,8 +149,10 @@ def test_a_whole_load_builds_the_same_index_as_adding_rows_one_by_one(monkeypatc
     monkeypatch.setattr(sparse, "LOAD_BLOCK", 7)  # many blocks
     rng = random.Random(5)
     words = ["pool", "max_connections", "hel-4040", "été", "连接池", "x"] + [f"w{i}" for i in range(30)]
-    rows = [(r, " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))))
-            for r in list(range(1, 40)) + [100, 50, 51, 7, 300, 301]]  # 7 again: replaced, as _add does
+    rows = [
+        (r, " ".join(rng.choice(words) for _ in range(rng.randint(0, 12))))
+        for r in list(range(1, 40)) + [100, 50, 51, 7, 300, 301]
+    ]  # 7 again: replaced, as _add does
     one = SparseIndex()
     for r, t in rows:
         one._add(r, t)

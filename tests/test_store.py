@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import shared_path
 from hybridmem import (
     EmbedderMismatchError,
     FilterError,
@@ -25,8 +26,6 @@ from hybridmem import (
     ValidationError,
 )
 from hybridmem.text.chunk import chunk_text
-
-from conftest import shared_path
 
 MODES = ("bm25", "vector", "hybrid")
 
@@ -135,8 +134,10 @@ def test_unchanged_chunks_keep_their_vectors(mem):
     old_chunks = chunk_text(old, mem.chunk_size, mem.chunk_overlap)
     assert r1.chunks_written == len(old_chunks) >= 3
     assert mem.embed_pending() == len(old_chunks)
-    vec_before = {r.text: mem.store.vectors_for([r.rowid])[1][0].copy()
-                  for r in mem.store.fetch(mem.store.filter_rowids("default", None)).values()}
+    vec_before = {
+        r.text: mem.store.vectors_for([r.rowid])[1][0].copy()
+        for r in mem.store.fetch(mem.store.filter_rowids("default", None)).values()
+    }
 
     new = long_doc(paras[:-1] + [para("golf")])  # only the last paragraph changes
     new_chunks = chunk_text(new, mem.chunk_size, mem.chunk_overlap)
@@ -271,11 +272,21 @@ def test_bad_namespace(mem):
 def envs(mem):
     docs = []
     for i in range(30):
-        docs.append({"id": f"prod-{i}", "text": f"Database connection pool exhausted on host {i}.",
-                     "metadata": {"environment": "production", "n": i}})
+        docs.append(
+            {
+                "id": f"prod-{i}",
+                "text": f"Database connection pool exhausted on host {i}.",
+                "metadata": {"environment": "production", "n": i},
+            }
+        )
         # staging documents match the query better: a post-filter on a short list would starve
-        docs.append({"id": f"stg-{i}", "text": f"Database connection pool exhausted timeout error timeout error on host {i}.",
-                     "metadata": {"environment": "staging", "n": i}})
+        docs.append(
+            {
+                "id": f"stg-{i}",
+                "text": f"Database connection pool exhausted timeout error timeout error on host {i}.",
+                "metadata": {"environment": "staging", "n": i},
+            }
+        )
     mem.add_documents(docs)
     mem.wait_for_vectors()
     return mem
@@ -295,8 +306,7 @@ def test_filter_never_leaks_and_fills_top_k(envs, mode):
         assert all(d.startswith("prod-") for d in ids(resp))
     resp = envs.search(q, mode=mode, top_k=50, metadata_filter={"environment": "production"})
     assert len(resp.results) == 30
-    resp = envs.search(q, mode=mode, top_k=50,
-                       metadata_filter={"environment": "production", "n": {"$lt": 5}})
+    resp = envs.search(q, mode=mode, top_k=50, metadata_filter={"environment": "production", "n": {"$lt": 5}})
     assert sorted(ids(resp)) == [f"prod-{i}" for i in range(5)]
 
 
@@ -497,12 +507,18 @@ def test_contract_request_and_response(mem):
     assert QueryRequest.model_validate_json(req.model_dump_json()) == req  # round trip
 
     ex = example["results"][0]
-    mem.add(ex["text"], id="doc_8832", source=ex["source"],
-            metadata={"environment": "production", "service": "billing-service"})
-    mem.add("Staging copy: PostgreSQL connection pool exhaustion causes HTTP 504 timeouts.", id="doc_stg",
-            metadata={"environment": "staging", "service": "billing-service"})
-    mem.add("Redis cache eviction notes.", id="doc_other",
-            metadata={"environment": "production", "service": "cache"})
+    mem.add(
+        ex["text"],
+        id="doc_8832",
+        source=ex["source"],
+        metadata={"environment": "production", "service": "billing-service"},
+    )
+    mem.add(
+        "Staging copy: PostgreSQL connection pool exhaustion causes HTTP 504 timeouts.",
+        id="doc_stg",
+        metadata={"environment": "staging", "service": "billing-service"},
+    )
+    mem.add("Redis cache eviction notes.", id="doc_other", metadata={"environment": "production", "service": "cache"})
     mem.wait_for_vectors()
     resp = mem.search(req_json)
     assert resp.query_id == "mem_req_99214"
@@ -682,8 +698,11 @@ def test_unpaired_surrogates_are_rejected_clearly(mem) -> None:
 
     from hybridmem.errors import ValidationError as _VE
 
-    for kwargs, field in (({"text": "bad \udc00 text"}, "text"), ({"text": "ok", "metadata": {"k": "\udc00"}}, "metadata"),
-                          ({"text": "ok", "metadata": {"k\udc00": 1}}, "metadata")):
+    for kwargs, field in (
+        ({"text": "bad \udc00 text"}, "text"),
+        ({"text": "ok", "metadata": {"k": "\udc00"}}, "metadata"),
+        ({"text": "ok", "metadata": {"k\udc00": 1}}, "metadata"),
+    ):
         with _pytest.raises(_VE, match="surrogate") as e:
             mem.add(**kwargs)
         assert e.value.field == field
@@ -707,12 +726,14 @@ def test_a_query_racing_a_write_waits_for_its_apply_instead_of_reloading(tmp_pat
     loads = {"sparse": 0, "dense": 0}
     ours = {"sparse": m.legs.sparse_indexes, "dense": m.legs.dense_indexes}
     for name, cls in (("sparse", SparseIndex), ("dense", DenseIndex)):
+
         def counted(self, *a, _orig=cls.load, _name=name, **k):
             # the patch is class-wide: count only this memory's indexes, not a leftover background
             # thread of an earlier test reloading its own
             if any(self is idx for idx in ours[_name].values()):
                 loads[_name] += 1
             return _orig(self, *a, **k)
+
         monkeypatch.setattr(cls, "load", counted)
     committed = threading.Event()
     real = m.store.write_documents
@@ -742,8 +763,12 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
 
     m = Memory(tmp_path / "f.db", embedder="hash", auto_embed=False)
     ns = m.namespace
-    m.add_documents([{"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
-                     for i in range(60)])
+    m.add_documents(
+        [
+            {"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
+            for i in range(60)
+        ]
+    )
     flt = m.searcher.validate_filter(ns, {"env": "prod"})
     scans = []
     real = m.store.filter_rowids
@@ -770,8 +795,12 @@ def test_a_cached_filter_catches_up_with_writes_without_rescanning(tmp_path, mon
         elif op == "delete":
             m.delete(f"d{i}")
         else:
-            m.add_documents([{"id": f"d{rng.randrange(80)}", "text": f"batch {step} {j}", "metadata": {"env": env}}
-                             for j in range(3)])
+            m.add_documents(
+                [
+                    {"id": f"d{rng.randrange(80)}", "text": f"batch {step} {j}", "metadata": {"env": env}}
+                    for j in range(3)
+                ]
+            )
         if step % 3 == 0:  # several writes between two queries, too
             assert np.array_equal(m.legs.allowed(ns, flt).rowids, fresh()), (step, op)
     assert np.array_equal(m.legs.allowed(ns, flt).rowids, fresh())
@@ -828,9 +857,12 @@ def test_concurrent_queries_with_a_new_filter_evaluate_it_once(tmp_path, monkeyp
     import threading
 
     m = Memory(tmp_path / "c.db", embedder="hash", auto_embed=False)
-    ns = m.namespace
-    m.add_documents([{"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
-                     for i in range(90)])
+    m.add_documents(
+        [
+            {"id": f"d{i}", "text": f"note {i} on pools", "metadata": {"env": "prod" if i % 3 else "dev"}}
+            for i in range(90)
+        ]
+    )
     real = m.store.filter_rowids
     scans: list[int] = []
 
@@ -866,8 +898,9 @@ def test_concurrent_queries_with_a_new_filter_evaluate_it_once(tmp_path, monkeyp
 
 def test_filter_rowids_among_a_subset_of_chunks(mem):
     """Both backends: ``among`` restricts a filter to given chunk rowids (the chunks a write added)."""
-    mem.add_documents([{"id": f"d{i}", "text": f"note {i}", "metadata": {"env": "prod" if i % 2 else "dev"}}
-                       for i in range(1200)])
+    mem.add_documents(
+        [{"id": f"d{i}", "text": f"note {i}", "metadata": {"env": "prod" if i % 2 else "dev"}} for i in range(1200)]
+    )
     flt = mem.searcher.validate_filter(mem.namespace, {"env": "prod"})
     every = np.sort(mem.store.filter_rowids(mem.namespace, flt))
     assert len(every) == 600

@@ -129,16 +129,19 @@ def test_mixed_chinese_and_latin():
     assert "连接" in toks and "接池" in toks and "max_connections" in toks and "超时" in toks
 
 
-@pytest.mark.parametrize("text,want", [
-    # a digit or Latin word touching Chinese text with no space (the usual way Chinese is written):
-    # the number and the word stay themselves, the Chinese run is bigrams. One \w+ match used to
-    # swallow the whole sentence as a single token (XQuAD-zh BM25 nDCG@10 0.901 → 0.963 fixed)
-    ("2015年黑豹队的防守", ["2015", "年黑", "黑豹", "豹队", "队的", "的防", "防守"]),
-    ("NFL职业碗", ["nfl", "职业", "业碗"]),
-    ("HEL-4040号错误", ["hel-4040", "hel", "4040", "号错", "错误"]),
-    ("Tokyo東京2020年", ["tokyo", "東京", "2020", "年"]),
-    ("서울2024년", ["서울", "2024", "년"]),
-])
+@pytest.mark.parametrize(
+    "text,want",
+    [
+        # a digit or Latin word touching Chinese text with no space (the usual way Chinese is written):
+        # the number and the word stay themselves, the Chinese run is bigrams. One \w+ match used to
+        # swallow the whole sentence as a single token (XQuAD-zh BM25 nDCG@10 0.901 → 0.963 fixed)
+        ("2015年黑豹队的防守", ["2015", "年黑", "黑豹", "豹队", "队的", "的防", "防守"]),
+        ("NFL职业碗", ["nfl", "职业", "业碗"]),
+        ("HEL-4040号错误", ["hel-4040", "hel", "4040", "号错", "错误"]),
+        ("Tokyo東京2020年", ["tokyo", "東京", "2020", "年"]),
+        ("서울2024년", ["서울", "2024", "년"]),
+    ],
+)
 def test_cjk_text_touching_digits_or_latin_splits_at_the_script_boundary(text, want):
     assert tokenize(text) == want
 

@@ -62,7 +62,9 @@ class VectorLookup:
         try:
             return np.stack([self.docs[t] for t in texts]).astype(np.float32, copy=False)
         except KeyError as e:
-            raise KeyError(f"document text not in the look-up table (run bench/precompute.py?): {str(e)[:80]}") from None
+            raise KeyError(
+                f"document text not in the look-up table (run bench/precompute.py?): {str(e)[:80]}"
+            ) from None
 
     def embed_query(self, text: str) -> np.ndarray:
         try:

@@ -12,10 +12,12 @@ from hybridmem import Memory
 class Peer:
     name = "hybridmem"
     exact_threshold: int | None = None  # None: Memory's default
-    notes = ("Memory(sqlite temp file, chunk_size=None, auto_embed=False), add_documents (1000 docs a call), "
-             "embed_pending(), then one bm25 and one vector query to load the BM25 postings and the dense index "
-             "(waiting for the HNSW build above 50k chunks): all inside build time; search(mode='hybrid', "
-             "top_k=k, fetch_k=depth)")
+    notes = (
+        "Memory(sqlite temp file, chunk_size=None, auto_embed=False), add_documents (1000 docs a call), "
+        "embed_pending(), then one bm25 and one vector query to load the BM25 postings and the dense index "
+        "(waiting for the HNSW build above 50k chunks): all inside build time; search(mode='hybrid', "
+        "top_k=k, fetch_k=depth)"
+    )
 
     def __init__(self, emb, workdir: Path, depth: int) -> None:
         kw = {} if self.exact_threshold is None else {"exact_threshold": self.exact_threshold}

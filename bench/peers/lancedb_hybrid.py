@@ -13,9 +13,11 @@ from lancedb.rerankers import RRFReranker
 
 class Peer:
     name = "lancedb-hybrid"
-    notes = ("lancedb.connect(temp dir).create_table(id, text, vector float32[dim]); create_fts_index('text') "
-             "(native FTS); search(query_type='hybrid').vector(q).text(q).distance_type('cosine')"
-             ".rerank(RRFReranker()).limit(k); no ANN index (exact scan)")
+    notes = (
+        "lancedb.connect(temp dir).create_table(id, text, vector float32[dim]); create_fts_index('text') "
+        "(native FTS); search(query_type='hybrid').vector(q).text(q).distance_type('cosine')"
+        ".rerank(RRFReranker()).limit(k); no ANN index (exact scan)"
+    )
 
     def __init__(self, emb, workdir: Path, depth: int) -> None:
         self.emb = emb
@@ -27,16 +29,26 @@ class Peer:
         texts = [d["text"] for d in docs]
         vecs = self.emb.embed_documents(texts)
         dim = vecs.shape[1]
-        table = pa.table({
-            "id": pa.array([d["id"] for d in docs], pa.string()),
-            "text": pa.array(texts, pa.string()),
-            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), dim),
-        })
+        table = pa.table(
+            {
+                "id": pa.array([d["id"] for d in docs], pa.string()),
+                "text": pa.array(texts, pa.string()),
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs.reshape(-1), pa.float32()), dim),
+            }
+        )
         self.table = self.db.create_table("docs", data=table, mode="overwrite")
         self.table.create_fts_index("text", replace=True)
 
     def search(self, text: str, k: int) -> list[str]:
         q = self.emb.embed_query(text)
-        rows = (self.table.search(query_type="hybrid").vector(q).text(text).distance_type("cosine")
-                .rerank(self.reranker).limit(k).select(["id"]).to_list())
+        rows = (
+            self.table.search(query_type="hybrid")
+            .vector(q)
+            .text(text)
+            .distance_type("cosine")
+            .rerank(self.reranker)
+            .limit(k)
+            .select(["id"])
+            .to_list()
+        )
         return list(dict.fromkeys(r["id"] for r in rows))[:k]

@@ -27,9 +27,11 @@ class _LookupEmbeddings(Embeddings):
 
 class Peer:
     name = "langchain-ensemble"
-    notes = ("langchain-classic EnsembleRetriever(weights=[0.5, 0.5], c=60, id_key='id') of "
-             "langchain-community BM25Retriever.from_texts(preprocess_func=lower-cased \\w+ tokens, k=depth) "
-             "and FAISS.from_texts(...).as_retriever(k=depth) (IndexFlatL2, exact)")
+    notes = (
+        "langchain-classic EnsembleRetriever(weights=[0.5, 0.5], c=60, id_key='id') of "
+        "langchain-community BM25Retriever.from_texts(preprocess_func=lower-cased \\w+ tokens, k=depth) "
+        "and FAISS.from_texts(...).as_retriever(k=depth) (IndexFlatL2, exact)"
+    )
 
     def __init__(self, emb, workdir: Path, depth: int) -> None:
         self.emb = _LookupEmbeddings(emb)

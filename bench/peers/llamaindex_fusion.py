@@ -40,10 +40,12 @@ class _LookupEmbedding(BaseEmbedding):
 
 class Peer:
     name = "llamaindex-fusion"
-    notes = ("llama-index-core QueryFusionRetriever(mode='reciprocal_rerank', num_queries=1, use_async=False, "
-             "llm=MockLLM()) of VectorStoreIndex(nodes).as_retriever(similarity_top_k=depth) (SimpleVectorStore, "
-             "exact) and llama-index-retrievers-bm25 BM25Retriever.from_defaults(nodes, "
-             "stemmer=Stemmer('english'), language='english', similarity_top_k=depth)")
+    notes = (
+        "llama-index-core QueryFusionRetriever(mode='reciprocal_rerank', num_queries=1, use_async=False, "
+        "llm=MockLLM()) of VectorStoreIndex(nodes).as_retriever(similarity_top_k=depth) (SimpleVectorStore, "
+        "exact) and llama-index-retrievers-bm25 BM25Retriever.from_defaults(nodes, "
+        "stemmer=Stemmer('english'), language='english', similarity_top_k=depth)"
+    )
 
     def __init__(self, emb, workdir: Path, depth: int) -> None:
         self.embed_model = _LookupEmbedding(emb)
@@ -55,10 +57,17 @@ class Peer:
         nodes = [TextNode(text=d["text"], id_=d["id"]) for d in docs]
         index = VectorStoreIndex(nodes, embed_model=self.embed_model, show_progress=False)
         vec = index.as_retriever(similarity_top_k=self.depth)
-        bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=self.depth,
-                                           stemmer=Stemmer.Stemmer("english"), language="english")
-        self.retriever = QueryFusionRetriever([vec, bm25], llm=MockLLM(), mode="reciprocal_rerank",
-                                              similarity_top_k=self.depth, num_queries=1, use_async=False)
+        bm25 = BM25Retriever.from_defaults(
+            nodes=nodes, similarity_top_k=self.depth, stemmer=Stemmer.Stemmer("english"), language="english"
+        )
+        self.retriever = QueryFusionRetriever(
+            [vec, bm25],
+            llm=MockLLM(),
+            mode="reciprocal_rerank",
+            similarity_top_k=self.depth,
+            num_queries=1,
+            use_async=False,
+        )
 
     def search(self, text: str, k: int) -> list[str]:
         nodes = self.retriever.retrieve(text)

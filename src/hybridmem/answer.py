@@ -92,7 +92,9 @@ def _id_shaped(s: str) -> bool:
     return 0 < len(s) <= 512 and not any(c.isspace() for c in s)
 
 
-def check_citations(text: str, listed: Sequence[str], results: Sequence[QueryResult]) -> tuple[str, list[str], list[str]]:
+def check_citations(
+    text: str, listed: Sequence[str], results: Sequence[QueryResult]
+) -> tuple[str, list[str], list[str]]:
     """Check every ``[id]`` of ``text`` (and the ids in ``listed``) against the context.
 
     Returns the text with invented citations removed, the valid chunk ids in order of first
@@ -183,8 +185,15 @@ def llm_answer(question: str, results: Sequence[QueryResult], llm: ChatModel) ->
         notes.append("the model answered without citing any chunk of the context: treat the answer as ungrounded")
     if not text.strip():
         text = not_found_message(question)
-    return AnswerDraft(answer=text, found=data.found, cited=cited, invented=invented,
-                       answerer=f"llm:{llm.name}", notes=notes, usage=out.usage)
+    return AnswerDraft(
+        answer=text,
+        found=data.found,
+        cited=cited,
+        invented=invented,
+        answerer=f"llm:{llm.name}",
+        notes=notes,
+        usage=out.usage,
+    )
 
 
 # ---------------------------------------------------------------------------------- extractive
@@ -267,8 +276,13 @@ def _sentences(text: str) -> list[tuple[str, str, str]]:
         for s in _SENTENCE_END.split(block) if kind != "code" else [block]:
             s = s.strip()
             if s:
-                out.append((s if len(s) <= MAX_SENTENCE_CHARS else s[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …",
-                            kind, f"{title} {section}"))
+                out.append(
+                    (
+                        s if len(s) <= MAX_SENTENCE_CHARS else s[:MAX_SENTENCE_CHARS].rsplit(" ", 1)[0] + " …",
+                        kind,
+                        f"{title} {section}",
+                    )
+                )
     return out
 
 
@@ -276,8 +290,13 @@ def _matched(words: list[_Word], tokens: set[str]) -> float:
     return sum(w.weight for w in words if w.forms & tokens)
 
 
-def extractive_answer(question: str, results: Sequence[QueryResult], *, max_sentences: int = MAX_SENTENCES,
-                      min_coverage: float = MIN_COVERAGE) -> AnswerDraft:
+def extractive_answer(
+    question: str,
+    results: Sequence[QueryResult],
+    *,
+    max_sentences: int = MAX_SENTENCES,
+    min_coverage: float = MIN_COVERAGE,
+) -> AnswerDraft:
     """The best sentences of the usable chunks (by weighted overlap with the question's words),
     in reading order, each followed by its ``[chunk_id]``; "not found" when no chunk is usable."""
     words = _question_words(question)
@@ -288,7 +307,8 @@ def extractive_answer(question: str, results: Sequence[QueryResult], *, max_sent
         lang = r.metadata.get("lang") if r.metadata.get("lang") in ("en", "fr", "de", "es", "zh") else "auto"
         chunk_tokens = set(tokenize(r.text, lang))
         usable = (idents and any(w.forms & chunk_tokens for w in idents)) or (
-            total > 0 and _matched(words, chunk_tokens) / total >= min_coverage)
+            total > 0 and _matched(words, chunk_tokens) / total >= min_coverage
+        )
         if not usable:
             continue
         for pos, (sentence, kind, headings) in enumerate(_sentences(r.text)):

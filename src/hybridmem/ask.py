@@ -41,8 +41,9 @@ def check_reranker(choice: str | Reranker | None) -> str | Reranker:
         return c
     if isinstance(choice, Reranker):
         return choice
-    raise ValidationError(f"a reranker is one of {', '.join(RERANKERS)} or a Reranker, got {choice!r}",
-                          field="reranker")
+    raise ValidationError(
+        f"a reranker is one of {', '.join(RERANKERS)} or a Reranker, got {choice!r}", field="reranker"
+    )
 
 
 class LLMChoice:
@@ -80,8 +81,9 @@ class LLMChoice:
 
 
 class SearchFn(Protocol):
-    def __call__(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None,
-                 keep: int | None = None) -> QueryResponse: ...
+    def __call__(
+        self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None, keep: int | None = None
+    ) -> QueryResponse: ...
 
 
 class AskPipeline:
@@ -110,8 +112,9 @@ class AskPipeline:
         asked = " instead of the LLM reranker asked for" if pick == "llm" else ""
         return IdentifierReranker(), f"{why_no_llm}: offline identifier reranker used{asked}"
 
-    def reranked_search(self, req: QueryRequest, ns: str, llm: ChatModel | None, why_no_llm: str,
-                        *, note_no_llm: bool = True) -> QueryResponse:
+    def reranked_search(
+        self, req: QueryRequest, ns: str, llm: ChatModel | None, why_no_llm: str, *, note_no_llm: bool = True
+    ) -> QueryResponse:
         """Fused candidates (``effective_fetch_k(rerank=True)`` of them), reordered, cut to top_k.
         ``rrf_score`` stays the fused score; any reranker failure keeps the fused order."""
         t0 = time.perf_counter()
@@ -125,8 +128,12 @@ class AskPipeline:
                 raise ValueError(f"the reranker returned {outcome.order!r}, not a permutation of {n} candidates")
         except Exception as e:  # a custom reranker must not sink the query either
             log.warning("reranker %s failed: %s", getattr(reranker, "name", reranker), e)
-            outcome = RerankOutcome(list(range(n)), False, getattr(reranker, "name", type(reranker).__name__),
-                                    f"rerank failed, fused order kept: {type(e).__name__}: {e}")
+            outcome = RerankOutcome(
+                list(range(n)),
+                False,
+                getattr(reranker, "name", type(reranker).__name__),
+                f"rerank failed, fused order kept: {type(e).__name__}: {e}",
+            )
         resp.results = [resp.results[i] for i in outcome.order][: req.top_k]
         resp.total_retrieved = len(resp.results)
         resp.reranked, resp.reranker = outcome.reranked, outcome.reranker
@@ -166,9 +173,18 @@ class AskPipeline:
         notes += draft.notes
         by_id = {r.chunk_id: r for r in resp.results}
         return Answer(
-            query_id=req.query_id, question=question, answer=draft.answer, found=draft.found,
+            query_id=req.query_id,
+            question=question,
+            answer=draft.answer,
+            found=draft.found,
             citations=[Citation(chunk_id=c, doc_id=by_id[c].doc_id, source=by_id[c].source) for c in draft.cited],
-            invented_citations=draft.invented, answerer=draft.answerer, reranked=resp.reranked,
-            reranker=resp.reranker, notes=notes, usage=usage if usage.calls else None, results=resp.results,
-            namespace=ns, took_ms=round((time.perf_counter() - t0) * 1000, 3),
+            invented_citations=draft.invented,
+            answerer=draft.answerer,
+            reranked=resp.reranked,
+            reranker=resp.reranker,
+            notes=notes,
+            usage=usage if usage.calls else None,
+            results=resp.results,
+            namespace=ns,
+            took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )

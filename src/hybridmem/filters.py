@@ -22,8 +22,21 @@ from typing import Any, Union
 
 from .errors import FilterError
 
-__all__ = ["Cond", "And", "Or", "Filter", "parse_filter", "matches", "filter_keys", "canonical", "value_kind",
-           "COMPARE_OPS", "LOGIC_OPS", "MAX_DEPTH", "MAX_KEY_LEN"]
+__all__ = [
+    "Cond",
+    "And",
+    "Or",
+    "Filter",
+    "parse_filter",
+    "matches",
+    "filter_keys",
+    "canonical",
+    "value_kind",
+    "COMPARE_OPS",
+    "LOGIC_OPS",
+    "MAX_DEPTH",
+    "MAX_KEY_LEN",
+]
 
 COMPARE_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 LOGIC_OPS = ("$and", "$or")
@@ -85,9 +98,7 @@ def _parse_field(key: str, spec: Any) -> Filter:
     conds = []
     for op, v in spec.items():
         if op not in COMPARE_OPS:
-            raise FilterError(
-                f"unknown filter operator {op!r} on key {key!r}; supported: {', '.join(COMPARE_OPS)}"
-            )
+            raise FilterError(f"unknown filter operator {op!r} on key {key!r}; supported: {', '.join(COMPARE_OPS)}")
         if op in ("$in", "$nin"):
             if not isinstance(v, list) or not v:
                 raise FilterError(f"{key}.{op}: expected a non-empty list")

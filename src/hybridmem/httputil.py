@@ -41,9 +41,10 @@ def post(
     status, with ``auth_hint`` added on 401/403; ``error`` when the TLS certificate is refused.
     """
     req = urllib.request.Request(
-        url, data=data, method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json", "User-Agent": user_agent,
-                 **headers},
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json", "User-Agent": user_agent, **headers},
     )
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:

@@ -21,7 +21,15 @@ from .text.chunk import chunk_text
 from .text.loaders import load_path
 from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
 
-__all__ = ["TOKENIZER_VERSION", "Preparer", "check_id", "check_metadata", "check_namespace", "check_text", "load_documents"]
+__all__ = [
+    "TOKENIZER_VERSION",
+    "Preparer",
+    "check_id",
+    "check_metadata",
+    "check_namespace",
+    "check_text",
+    "load_documents",
+]
 
 _LANGS = {"en", "fr", "de", "es", "zh"}
 
@@ -41,8 +49,13 @@ def check_metadata(meta: Any, where: str, depth: int = 0) -> None:
         for k, v in meta.items():
             if not isinstance(k, str):
                 raise ValidationError(f"metadata keys must be strings, got {k!r}", field=where)
-            if depth == 0 and (not k or len(k) > MAX_KEY_LEN or k.startswith("$") or any(c in k for c in '"\\')
-                               or any(ord(c) < 32 for c in k)):
+            if depth == 0 and (
+                not k
+                or len(k) > MAX_KEY_LEN
+                or k.startswith("$")
+                or any(c in k for c in '"\\')
+                or any(ord(c) < 32 for c in k)
+            ):
                 raise ValidationError(
                     f"invalid metadata key {k!r}: 1-{MAX_KEY_LEN} characters, no quotes, backslashes, control "
                     "characters or leading '$'",
@@ -116,8 +129,9 @@ class Preparer:
             text_hashes=[hashlib.sha256(c.encode()).hexdigest() for c in chunks],
         )
 
-    def batches(self, docs: Iterable[Document | dict[str, Any]], batch_size: int,
-                skipped: list[dict[str, str]] | None) -> Iterator[list[PreparedDocument]]:
+    def batches(
+        self, docs: Iterable[Document | dict[str, Any]], batch_size: int, skipped: list[dict[str, str]] | None
+    ) -> Iterator[list[PreparedDocument]]:
         """Prepared documents in batches of ``batch_size``. With ``skipped`` (a list), an invalid
         document is left out and listed there (its source and the reason); without, it raises."""
         batch: list[PreparedDocument] = []
@@ -137,8 +151,9 @@ class Preparer:
             yield batch
 
 
-def load_documents(path: str | Path, *, metadata: dict[str, Any] | None = None,
-                   doc_id: str | None = None) -> tuple[list[Document], list[dict[str, str]]]:
+def load_documents(
+    path: str | Path, *, metadata: dict[str, Any] | None = None, doc_id: str | None = None
+) -> tuple[list[Document], list[dict[str, str]]]:
     """The documents of a file or directory (``metadata`` merged into each) and the files skipped
     with their reasons."""
     docs, skipped = load_path(Path(path), doc_id=doc_id)

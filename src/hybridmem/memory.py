@@ -27,7 +27,7 @@ from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
 from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
-from .errors import EmbedderMismatchError, NotFoundError, ValidationError
+from .errors import EmbedderMismatchError, NotFoundError
 from .ingest import Preparer, check_id, check_namespace, load_documents
 from .llm.base import ChatModel
 from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse, Stats
@@ -41,8 +41,15 @@ from .store.base import PreparedDocument, Store, check_embedder
 if TYPE_CHECKING:
     from .graph.rag import GraphRAG
 
-__all__ = ["Memory", "embedder_name", "RERANKER_ENV", "stored_embedder", "store_exists", "display_target",
-           "limit_process_blas"]
+__all__ = [
+    "Memory",
+    "embedder_name",
+    "RERANKER_ENV",
+    "stored_embedder",
+    "store_exists",
+    "display_target",
+    "limit_process_blas",
+]
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +110,11 @@ class Memory:
         spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
         # store_options tune a server backend (PostgreSQL: pool_size, statement_timeout_ms, schema,
         # hnsw_ef_search, connect_timeout); the embedded SQLite store takes none
-        self.store: Store = open_store(path if path is not None else self.path, create=create,
-                                       **{"exact_threshold": exact_threshold, **(store_options or {})})
+        self.store: Store = open_store(
+            path if path is not None else self.path,
+            create=create,
+            **{"exact_threshold": exact_threshold, **(store_options or {})},
+        )
         try:
             self.embedders = Embedders(spec, self._check_embedder)
             self._adopt_embedder(check_embedder)
@@ -113,10 +123,21 @@ class Memory:
             raise
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
         self.legs = make_legs(self.store, self._executor, exact_threshold=exact_threshold)
-        self.worker = EmbeddingWorker(self.embedders, self.store.pending, self.store.pending_count,
-                                      self._store_vectors, batch_size=config.EMBED_BATCH)
-        self.searcher = Searcher(self.store, self.legs, self.embedders, self._executor, leg_timeout=leg_timeout,
-                                 graph_leg=lambda ns, text, rows, k: self.graph.search_leg(ns, text, rows, k))
+        self.worker = EmbeddingWorker(
+            self.embedders,
+            self.store.pending,
+            self.store.pending_count,
+            self._store_vectors,
+            batch_size=config.EMBED_BATCH,
+        )
+        self.searcher = Searcher(
+            self.store,
+            self.legs,
+            self.embedders,
+            self._executor,
+            leg_timeout=leg_timeout,
+            graph_leg=lambda ns, text, rows, k: self.graph.search_leg(ns, text, rows, k),
+        )
         self.answers = AskPipeline(self.searcher.search, self.llms, reranker_choice)
         self._graph: GraphRAG | None = None
         if auto_embed and self.store.pending_count() > 0:
@@ -178,14 +199,29 @@ class Memory:
         return self._graph
 
     # ------------------------------------------------------------------ writes
-    def add(self, text: str, *, id: str | None = None, metadata: dict[str, Any] | None = None,
-            source: str | None = None, namespace: str | None = None) -> IngestReport:
+    def add(
+        self,
+        text: str,
+        *,
+        id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
         """Store one memory or document. Same id + same content = no-op; same id + new content = update."""
-        return self.add_documents([Document(text=text, id=id, metadata=metadata or {}, source=source)], namespace=namespace)
+        return self.add_documents(
+            [Document(text=text, id=id, metadata=metadata or {}, source=source)], namespace=namespace
+        )
 
-    def add_documents(self, docs: Iterable[Document | dict[str, Any]], *, namespace: str | None = None,
-                      batch_size: int = 64, progress: Callable[[int], None] | None = None,
-                      skip_invalid: bool = False) -> IngestReport:
+    def add_documents(
+        self,
+        docs: Iterable[Document | dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        batch_size: int = 64,
+        progress: Callable[[int], None] | None = None,
+        skip_invalid: bool = False,
+    ) -> IngestReport:
         """Store many documents; each batch is one transaction. Every document is validated before
         its batch is written, so a bad one fails its batch cleanly and loses nothing already stored.
         With ``skip_invalid`` an invalid document is left out and listed in ``report.skipped``
@@ -210,11 +246,23 @@ class Memory:
                 log.warning("graph staleness marking failed: %s", e)
         if res.chunks_written and self.auto_embed:
             self.worker.wake()
-        return IngestReport(added=res.added, updated=res.updated, unchanged=res.unchanged,
-                            chunks_written=res.chunks_written, vectors_reused=res.vectors_reused)
+        return IngestReport(
+            added=res.added,
+            updated=res.updated,
+            unchanged=res.unchanged,
+            chunks_written=res.chunks_written,
+            vectors_reused=res.vectors_reused,
+        )
 
-    def update(self, id: str, text: str, *, metadata: dict[str, Any] | None = None, source: str | None = None,
-               namespace: str | None = None) -> IngestReport:
+    def update(
+        self,
+        id: str,
+        text: str,
+        *,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
         """Replace an existing document's text (and metadata/source when given) and re-index it."""
         ns = self._ns(namespace)
         old = self.store.get_document(ns, check_id(id))
@@ -246,8 +294,15 @@ class Memory:
             raise NotFoundError(f"no document {doc_id!r} in namespace {ns!r}")
         return doc
 
-    def ingest_path(self, path: str | Path, *, namespace: str | None = None, metadata: dict[str, Any] | None = None,
-                    doc_id: str | None = None, progress: Callable[[int], None] | None = None) -> IngestReport:
+    def ingest_path(
+        self,
+        path: str | Path,
+        *,
+        namespace: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        doc_id: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> IngestReport:
         """Ingest a file or a directory. One bad file (unreadable, NUL characters deep inside,
         metadata nested too deep...) is skipped with its reason: it must not abort the rest."""
         docs, skipped = load_documents(path, metadata=metadata, doc_id=doc_id)
@@ -259,8 +314,14 @@ class Memory:
     def _store_vectors(self, items: Sequence[Any]) -> None:
         self.legs.commit(lambda: self.store.store_vectors(items))
 
-    def embed_pending(self, *, limit: int | None = None, batch_size: int = config.EMBED_BATCH,
-                      progress: Callable[[int], None] | None = None, stop: Any = None) -> int:
+    def embed_pending(
+        self,
+        *,
+        limit: int | None = None,
+        batch_size: int = config.EMBED_BATCH,
+        progress: Callable[[int], None] | None = None,
+        stop: Any = None,
+    ) -> int:
         """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored."""
         return self.worker.embed_pending(limit=limit, batch_size=batch_size, progress=progress, stop=stop)
 
@@ -294,9 +355,18 @@ class Memory:
             raise NotFoundError(f"namespace {ns!r} has no graph yet: run `hybridmem graph build` (mode graph needs it)")
         return self.answers.search(req, ns)
 
-    def ask(self, question: str, *, top_k: int = 5, metadata_filter: dict[str, Any] | None = None,
-            llm: str | ChatModel | None = None, rerank: bool = True, namespace: str | None = None,
-            query_id: str | None = None, reranker: str | None = None) -> Answer:
+    def ask(
+        self,
+        question: str,
+        *,
+        top_k: int = 5,
+        metadata_filter: dict[str, Any] | None = None,
+        llm: str | ChatModel | None = None,
+        rerank: bool = True,
+        namespace: str | None = None,
+        query_id: str | None = None,
+        reranker: str | None = None,
+    ) -> Answer:
         """Answer ``question`` from the memory: retrieve (hybrid, reranked unless ``rerank=False``,
         ``top_k`` chunks), then answer only from those chunks, citing ``[chunk_id]``s.
 
@@ -305,8 +375,13 @@ class Memory:
         one, or if it fails: the extractive answerer (the best sentences of the usable chunks), or
         an honest "not found". ``notes`` says which path ran and why.
         """
-        data: dict[str, Any] = {"search_text": question, "top_k": top_k, "metadata_filter": metadata_filter or {},
-                                "mode": "rerank" if rerank else "hybrid", "namespace": namespace}
+        data: dict[str, Any] = {
+            "search_text": question,
+            "top_k": top_k,
+            "metadata_filter": metadata_filter or {},
+            "mode": "rerank" if rerank else "hybrid",
+            "namespace": namespace,
+        }
         if query_id is not None:
             data["query_id"] = query_id
         if reranker is not None:

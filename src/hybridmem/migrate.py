@@ -51,8 +51,11 @@ def _graph_counts(store: Any, ns: str) -> dict[str, int]:
 
     g = GraphStore(store)
     c = g.counts(ns)
-    return {"graph_entities": c["entities"], "graph_relations": c["relations"] + c.get("cooccurrence_edges", 0),
-            "graph_communities": len(g.communities(ns))}
+    return {
+        "graph_entities": c["entities"],
+        "graph_relations": c["relations"] + c.get("cooccurrence_edges", 0),
+        "graph_communities": len(g.communities(ns)),
+    }
 
 
 def _counts(store: Any, ns: str) -> dict[str, int]:
@@ -84,10 +87,22 @@ def _copy_documents(src: Any, dst: Any, ns: str, progress: Callable[[int], None]
         chunks = d["chunks"]
         if not chunks:
             continue
-        batch.append((PreparedDocument(
-            doc_id=d["doc_id"], source=d["source"], metadata=d["metadata"], content_hash=d["content_hash"],
-            chunks=[c[2] for c in chunks], tokens=[c[5] for c in chunks], langs=[c[4] for c in chunks],
-            text_hashes=[c[3] for c in chunks], chunk_ids=[c[1] for c in chunks]), chunks))
+        batch.append(
+            (
+                PreparedDocument(
+                    doc_id=d["doc_id"],
+                    source=d["source"],
+                    metadata=d["metadata"],
+                    content_hash=d["content_hash"],
+                    chunks=[c[2] for c in chunks],
+                    tokens=[c[5] for c in chunks],
+                    langs=[c[4] for c in chunks],
+                    text_hashes=[c[3] for c in chunks],
+                    chunk_ids=[c[1] for c in chunks],
+                ),
+                chunks,
+            )
+        )
         if len(batch) >= BATCH_DOCS:
             flush()
     flush()
@@ -101,45 +116,75 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
         return
     src_ns = src.namespace_id(ns)
     with src.snapshot() as r:
-        ents = r.execute("SELECT id, key, name, type, description, prov_hash, stale FROM graph_entities "
-                         "WHERE ns_id=? ORDER BY id", (src_ns,)).fetchall()
-        mentions = r.execute("SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
-                             "ON e.id = m.entity_id WHERE e.ns_id=?", (src_ns,)).fetchall()
-        rels = r.execute("SELECT id, src, dst, type, description FROM graph_relations WHERE ns_id=? ORDER BY id",
-                         (src_ns,)).fetchall()
-        sources = r.execute("SELECT s.relation_id, s.chunk_rowid, s.weight FROM graph_relation_sources s JOIN "
-                            "graph_relations r ON r.id = s.relation_id WHERE r.ns_id=?", (src_ns,)).fetchall()
-        gchunks = r.execute("SELECT chunk_rowid, extractor, extracted_at FROM graph_chunks WHERE ns_id=?",
-                            (src_ns,)).fetchall()
-        comms = r.execute("SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, "
-                          "importance, summary_model, summarized_at FROM graph_communities WHERE ns_id=?",
-                          (src_ns,)).fetchall()
+        ents = r.execute(
+            "SELECT id, key, name, type, description, prov_hash, stale FROM graph_entities WHERE ns_id=? ORDER BY id",
+            (src_ns,),
+        ).fetchall()
+        mentions = r.execute(
+            "SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
+            "ON e.id = m.entity_id WHERE e.ns_id=?",
+            (src_ns,),
+        ).fetchall()
+        rels = r.execute(
+            "SELECT id, src, dst, type, description FROM graph_relations WHERE ns_id=? ORDER BY id", (src_ns,)
+        ).fetchall()
+        sources = r.execute(
+            "SELECT s.relation_id, s.chunk_rowid, s.weight FROM graph_relation_sources s JOIN "
+            "graph_relations r ON r.id = s.relation_id WHERE r.ns_id=?",
+            (src_ns,),
+        ).fetchall()
+        gchunks = r.execute(
+            "SELECT chunk_rowid, extractor, extracted_at FROM graph_chunks WHERE ns_id=?", (src_ns,)
+        ).fetchall()
+        comms = r.execute(
+            "SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, "
+            "importance, summary_model, summarized_at FROM graph_communities WHERE ns_id=?",
+            (src_ns,),
+        ).fetchall()
         state = r.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (src_ns,)).fetchone()
     with dst._wlock, dst._tx() as w:
         dst_ns = dst.namespace_id(ns, w)
         emap: dict[int, int] = {}
         for eid, key, name, typ, desc, ph, stale in ents:
-            w.execute("INSERT INTO graph_entities (ns_id, key, name, type, description, prov_hash, stale) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", (dst_ns, key, name, typ, desc, ph, stale))
-            emap[eid] = int(w.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?",
-                                      (dst_ns, key)).fetchone()[0])
-        w.executemany("INSERT INTO graph_mentions VALUES (?, ?, ?)",
-                      [(emap[e], rowmap[c], n) for e, c, n in mentions if c in rowmap])
+            w.execute(
+                "INSERT INTO graph_entities (ns_id, key, name, type, description, prov_hash, stale) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (dst_ns, key, name, typ, desc, ph, stale),
+            )
+            emap[eid] = int(
+                w.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?", (dst_ns, key)).fetchone()[0]
+            )
+        w.executemany(
+            "INSERT INTO graph_mentions VALUES (?, ?, ?)",
+            [(emap[e], rowmap[c], n) for e, c, n in mentions if c in rowmap],
+        )
         relmap: dict[int, int] = {}
         for rid, s, d, typ, desc in rels:
-            w.execute("INSERT INTO graph_relations (ns_id, src, dst, type, description) VALUES (?, ?, ?, ?, ?)",
-                      (dst_ns, emap[s], emap[d], typ, desc))
-            relmap[rid] = int(w.execute("SELECT id FROM graph_relations WHERE ns_id=? AND src=? AND dst=? AND type=?",
-                                        (dst_ns, emap[s], emap[d], typ)).fetchone()[0])
-        w.executemany("INSERT INTO graph_relation_sources VALUES (?, ?, ?)",
-                      [(relmap[rid], rowmap[c], wt) for rid, c, wt in sources if c in rowmap])
-        w.executemany("INSERT INTO graph_chunks VALUES (?, ?, ?, ?)",
-                      [(rowmap[c], dst_ns, ex, at) for c, ex, at in gchunks if c in rowmap])
-        w.executemany("INSERT INTO graph_communities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      [(dst_ns, *c) for c in comms])
+            w.execute(
+                "INSERT INTO graph_relations (ns_id, src, dst, type, description) VALUES (?, ?, ?, ?, ?)",
+                (dst_ns, emap[s], emap[d], typ, desc),
+            )
+            relmap[rid] = int(
+                w.execute(
+                    "SELECT id FROM graph_relations WHERE ns_id=? AND src=? AND dst=? AND type=?",
+                    (dst_ns, emap[s], emap[d], typ),
+                ).fetchone()[0]
+            )
+        w.executemany(
+            "INSERT INTO graph_relation_sources VALUES (?, ?, ?)",
+            [(relmap[rid], rowmap[c], wt) for rid, c, wt in sources if c in rowmap],
+        )
+        w.executemany(
+            "INSERT INTO graph_chunks VALUES (?, ?, ?, ?)",
+            [(rowmap[c], dst_ns, ex, at) for c, ex, at in gchunks if c in rowmap],
+        )
+        w.executemany(
+            "INSERT INTO graph_communities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(dst_ns, *c) for c in comms]
+        )
         if state is not None:
-            w.execute("INSERT INTO graph_state (ns_id, version, built_at, params) VALUES (?, ?, ?, ?)",
-                      (dst_ns, *state))
+            w.execute(
+                "INSERT INTO graph_state (ns_id, version, built_at, params) VALUES (?, ?, ?, ?)", (dst_ns, *state)
+            )
 
 
 def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -165,8 +210,9 @@ def _same_top(a: list[tuple[int, float]], b: list[tuple[int, float]], tol: float
     return {r for r, s in a if s > cut} == {r for r, s in b if s > cut}
 
 
-def _verify(src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: MigrationReport, n_queries: int,
-            seed: int) -> None:
+def _verify(
+    src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: MigrationReport, n_queries: int, seed: int
+) -> None:
     a, b = _counts(src, ns), _counts(dst, ns)
     for key in a:
         if a[key] != b.get(key):
@@ -187,7 +233,7 @@ def _verify(src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: Migrati
         d_hits = [(inv.get(r, -1), s) for r, s in dst.bm25(ns, terms, None, 10)]
         report.queries_checked += 1
         if not _same_top(s_hits, d_hits, 1e-6):
-            report.mismatches.append(f"{ns}: BM25 top-10 differs for {' '.join(words[start:start + 8])!r}")
+            report.mismatches.append(f"{ns}: BM25 top-10 differs for {' '.join(words[start : start + 8])!r}")
     ids, mat = src.vectors_for(sample)
     for i, rid in enumerate(ids.tolist()):
         s_top = _exact_dense(src, ns, mat[i], 10)
@@ -197,8 +243,15 @@ def _verify(src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: Migrati
             report.mismatches.append(f"{ns}: dense top-10 differs for the vector of chunk rowid {rid}")
 
 
-def migrate(source: str, destination: str, *, namespaces: list[str] | None = None, verify_queries: int = 20,
-            seed: int = 0, progress: Callable[[str, int], None] | None = None) -> MigrationReport:
+def migrate(
+    source: str,
+    destination: str,
+    *,
+    namespaces: list[str] | None = None,
+    verify_queries: int = 20,
+    seed: int = 0,
+    progress: Callable[[str, int], None] | None = None,
+) -> MigrationReport:
     """Copy ``source`` into ``destination`` (an SQLite path or a PostgreSQL URL each) and verify."""
     if str(source) == str(destination):
         raise ValidationError("--from and --to are the same store")
@@ -217,18 +270,26 @@ def migrate(source: str, destination: str, *, namespaces: list[str] | None = Non
             raise ValidationError(f"namespace(s) not in the source: {', '.join(missing)}")
         busy = [n for n in dst.namespaces() if dst.counts(n)["documents"]]
         if busy:
-            raise StoreError(f"the destination {report.destination} already holds documents (namespaces: "
-                             f"{', '.join(busy)}); migrate into an empty store")
+            raise StoreError(
+                f"the destination {report.destination} already holds documents (namespaces: "
+                f"{', '.join(busy)}); migrate into an empty store"
+            )
         name, dim = src.embedder_info()
         d_name, d_dim = dst.embedder_info()
-        if name and d_name and (d_name, d_dim) != (name, dim) and any(dst.counts(n)["vectors"] for n in dst.namespaces()):
+        if (
+            name
+            and d_name
+            and (d_name, d_dim) != (name, dim)
+            and any(dst.counts(n)["vectors"] for n in dst.namespaces())
+        ):
             raise StoreError(f"the destination was built with {d_name}, the source with {name}")
         if name:
             dst.set_embedder(name, dim, reset_vectors=False)
         for ns in names:
             # (the cast: mypy cannot infer a lambda with a default argument here)
-            rowmap = _copy_documents(src, dst, ns, cast("Callable[[int], None]", lambda n, ns=ns: progress(ns, n))
-                                     if progress else None)
+            rowmap = _copy_documents(
+                src, dst, ns, cast("Callable[[int], None]", lambda n, ns=ns: progress(ns, n)) if progress else None
+            )
             _copy_graph(src, dst, ns, rowmap)
             report.namespaces[ns] = _counts(dst, ns)
             if verify_queries:

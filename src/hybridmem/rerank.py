@@ -152,15 +152,14 @@ class RankedIds(BaseModel):
         return v
 
 
-_SYSTEM = ("You rank search results by how well they answer a question. You reply with a JSON object only.")
+_SYSTEM = "You rank search results by how well they answer a question. You reply with a JSON object only."
 
 
 def rerank_messages(query: str, candidates: Sequence[QueryResult], max_chars: int = MAX_CHARS) -> list[Message]:
     idents = cited_identifiers(query)
     rule = (
         "A passage that contains the exact identifier cited in the question (error code, parameter name, "
-        "version, status code) goes first"
-        + (f"; this question cites: {', '.join(idents)}." if idents else ".")
+        "version, status code) goes first" + (f"; this question cites: {', '.join(idents)}." if idents else ".")
     )
     passages = "\n".join(f"[{c.chunk_id}] {_snippet(c.text, max_chars)}" for c in candidates)
     user = (
@@ -195,17 +194,20 @@ class LLMReranker:
         try:
             for start, end in windows(n, self.window, self.step):
                 part = order[start:end]
-                out = self.llm.complete(rerank_messages(query, [candidates[i] for i in part], self.max_chars),
-                                        schema=RankedIds, purpose="rerank")
+                out = self.llm.complete(
+                    rerank_messages(query, [candidates[i] for i in part], self.max_chars),
+                    schema=RankedIds,
+                    purpose="rerank",
+                )
                 usage.merge(out.usage)
                 assert isinstance(out.data, RankedIds)
                 order[start:end] = repair_ids(out.data.ids, docs, part)
         except LLMError as e:
             usage.merge(e.usage if isinstance(e.usage, Usage) else None)
-            return RerankOutcome(list(range(n)), False, self.name, f"LLM rerank failed, fused order kept: {e}",
-                                 usage)
+            return RerankOutcome(list(range(n)), False, self.name, f"LLM rerank failed, fused order kept: {e}", usage)
         except Exception as e:  # a reranker must never sink the query
             log.exception("%s: unexpected rerank failure", self.name)
-            return RerankOutcome(list(range(n)), False, self.name,
-                                 f"LLM rerank failed, fused order kept: {type(e).__name__}: {e}", usage)
+            return RerankOutcome(
+                list(range(n)), False, self.name, f"LLM rerank failed, fused order kept: {type(e).__name__}: {e}", usage
+            )
         return RerankOutcome(order, True, self.name, None, usage)

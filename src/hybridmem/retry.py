@@ -88,7 +88,9 @@ def call_with_retry(
         if last is not None:
             wait = policy.delay(made, last.retry_after)
             if clock() + wait >= deadline:
-                hint = f" (the server asked to retry after {last.retry_after:g}s)" if last.retry_after is not None else ""
+                hint = (
+                    f" (the server asked to retry after {last.retry_after:g}s)" if last.retry_after is not None else ""
+                )
                 raise error(
                     f"{what} failed after {made} attempt(s): {last}; the next retry would exceed the "
                     f"{policy.total_timeout:g}s time budget{hint}"

@@ -85,8 +85,11 @@ def migrate(
     source: str = typer.Option(..., "--from", help="The store to copy: an SQLite file or a postgresql:// URL."),
     destination: str = typer.Option(..., "--to", help="An empty store to copy into (file or URL)."),
     namespaces: Optional[str] = typer.Option(None, "--namespaces", help="Comma-separated (default: all)."),
-    verify_queries: int = typer.Option(20, "--verify-queries", help="Sample queries per namespace compared on "
-                                       "both sides (BM25 and dense top-10); 0 skips."),
+    verify_queries: int = typer.Option(
+        20,
+        "--verify-queries",
+        help="Sample queries per namespace compared on both sides (BM25 and dense top-10); 0 skips.",
+    ),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Copy namespaces, documents, chunks, embeddings and the graph between backends, then verify
@@ -96,15 +99,29 @@ def migrate(
     try:
         with progress() as prog:
             task = prog.add_task("copying documents", total=None)
-            rep = run(source, destination, verify_queries=verify_queries,
-                      namespaces=[n.strip() for n in namespaces.split(",")] if namespaces else None,
-                      progress=lambda ns, n: prog.update(task, advance=n, description=f"copying {ns}"))
+            rep = run(
+                source,
+                destination,
+                verify_queries=verify_queries,
+                namespaces=[n.strip() for n in namespaces.split(",")] if namespaces else None,
+                progress=lambda ns, n: prog.update(task, advance=n, description=f"copying {ns}"),
+            )
     except HybridMemError as e:
         raise fail(e) from None
     if as_json:
-        out.print_json(json.dumps({"source": rep.source, "destination": rep.destination, "ok": rep.ok,
-                                   "namespaces": rep.namespaces, "queries_checked": rep.queries_checked,
-                                   "mismatches": rep.mismatches, "seconds": round(rep.seconds, 2)}))
+        out.print_json(
+            json.dumps(
+                {
+                    "source": rep.source,
+                    "destination": rep.destination,
+                    "ok": rep.ok,
+                    "namespaces": rep.namespaces,
+                    "queries_checked": rep.queries_checked,
+                    "mismatches": rep.mismatches,
+                    "seconds": round(rep.seconds, 2),
+                }
+            )
+        )
     else:
         print_migrate(rep)
     if not rep.ok:

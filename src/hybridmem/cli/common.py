@@ -20,6 +20,7 @@ __all__ = ["CliContext", "cli_context", "embed_with_progress", "err", "fail", "o
 out = Console(soft_wrap=True)
 err = Console(stderr=True)
 
+
 @dataclass
 class CliContext:
     """The global options of one invocation."""

@@ -59,10 +59,14 @@ def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
     allm: dict[str, list[float]] = {}
     for cat in sorted(cats):
         row = cats[cat]
-        t.add_row(cat, str(len(row["bm25"])), *(f"{sum(row[m]) / len(row[m]):.3f}" for m in ("bm25", "vector", "hybrid")))
+        t.add_row(
+            cat, str(len(row["bm25"])), *(f"{sum(row[m]) / len(row[m]):.3f}" for m in ("bm25", "vector", "hybrid"))
+        )
         for m in row:
             allm.setdefault(m, []).extend(row[m])
-    t.add_row("all", str(len(allm["bm25"])), *(f"{sum(allm[m]) / len(allm[m]):.3f}" for m in ("bm25", "vector", "hybrid")))
+    t.add_row(
+        "all", str(len(allm["bm25"])), *(f"{sum(allm[m]) / len(allm[m]):.3f}" for m in ("bm25", "vector", "hybrid"))
+    )
     out.print(t)
 
 
@@ -90,7 +94,8 @@ def demo(
             # a filtered query: the same incident exists in production and staging
             resp = mem.search(
                 "HTTP 504 gateway timeout billing-service PostgreSQL pool",
-                metadata_filter={"environment": "production"}, top_k=5,
+                metadata_filter={"environment": "production"},
+                top_k=5,
             )
             envs = {r.metadata.get("environment") for r in resp.results}
             out.print(
@@ -101,8 +106,12 @@ def demo(
             _demo_scores(mem, list(questions.values()))
         verdict = all(wins.values()) and envs <= {"production"}
         out.print(
-            ("[bold green]hybrid ranks both gold documents first[/]" if verdict else "[bold red]hybrid missed a gold document[/]")
-            + f" — try: hybridmem --db {db} search \"HEL-4040\""
+            (
+                "[bold green]hybrid ranks both gold documents first[/]"
+                if verdict
+                else "[bold red]hybrid missed a gold document[/]"
+            )
+            + f' — try: hybridmem --db {db} search "HEL-4040"'
         )
         if not verdict:
             raise typer.Exit(1)

@@ -17,12 +17,24 @@ from .render import emit, print_graph_report
 
 __all__ = ["graph_app", "register"]
 
-graph_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                        help="GraphRAG: entity graph, communities and their summaries, global answers.")
+graph_app = typer.Typer(
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="GraphRAG: entity graph, communities and their summaries, global answers.",
+)
 
 
-def _run_update(cli: CliContext, rebuild: bool, llm: Optional[str], extractor: str, summarizer: str,
-                max_cluster_size: Optional[int], max_levels: Optional[int], batch_size: int, as_json: bool) -> None:
+def _run_update(
+    cli: CliContext,
+    rebuild: bool,
+    llm: Optional[str],
+    extractor: str,
+    summarizer: str,
+    max_cluster_size: Optional[int],
+    max_levels: Optional[int],
+    batch_size: int,
+    as_json: bool,
+) -> None:
     try:
         with cli.open_memory(create=False, llm=llm) as mem:
             with progress() as prog:
@@ -33,9 +45,15 @@ def _run_update(cli: CliContext, rebuild: bool, llm: Optional[str], extractor: s
                         tasks[stage] = prog.add_task(stage, total=total)
                     prog.advance(tasks[stage], n)
 
-                rep = mem.graph.update(rebuild=rebuild, extractor=extractor, summarizer=summarizer,
-                                       max_cluster_size=max_cluster_size, max_levels=max_levels,
-                                       batch_size=batch_size, progress=on_progress)
+                rep = mem.graph.update(
+                    rebuild=rebuild,
+                    extractor=extractor,
+                    summarizer=summarizer,
+                    max_cluster_size=max_cluster_size,
+                    max_levels=max_levels,
+                    batch_size=batch_size,
+                    progress=on_progress,
+                )
         emit(rep, as_json, print_graph_report)
     except HybridMemError as e:
         raise fail(e) from None
@@ -48,10 +66,14 @@ _SUMMARIZER = "extractive (offline), llm, or auto (the LLM when one is configure
 @graph_app.command("build")
 def build(
     ctx: typer.Context,
-    llm: Optional[str] = typer.Option(None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."),
+    llm: Optional[str] = typer.Option(
+        None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."
+    ),
     extractor: str = typer.Option("auto", "--extractor", help=_EXTRACTOR),
     summarizer: str = typer.Option("auto", "--summarizer", help=_SUMMARIZER),
-    max_cluster_size: Optional[int] = typer.Option(None, "--max-cluster-size", help="Split communities above this size (default 25)."),
+    max_cluster_size: Optional[int] = typer.Option(
+        None, "--max-cluster-size", help="Split communities above this size (default 25)."
+    ),
     max_levels: Optional[int] = typer.Option(None, "--max-levels", help="Community levels kept (default 3)."),
     batch_size: int = typer.Option(4, "--batch-size", help="Chunks per LLM extraction call."),
     as_json: bool = typer.Option(False, "--json"),
@@ -63,7 +85,9 @@ def build(
 @graph_app.command("update")
 def update(
     ctx: typer.Context,
-    llm: Optional[str] = typer.Option(None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."),
+    llm: Optional[str] = typer.Option(
+        None, "--llm", help="LLM spec for extraction/summaries (default: HYBRIDMEM_LLM)."
+    ),
     extractor: str = typer.Option("auto", "--extractor", help=_EXTRACTOR),
     summarizer: str = typer.Option("auto", "--summarizer", help=_SUMMARIZER),
     max_cluster_size: Optional[int] = typer.Option(None, "--max-cluster-size"),
@@ -108,8 +132,14 @@ def communities(
             comms = mem.graph.communities(level=level)
             stale = mem.graph.stale_community_ids()
         if as_json:
-            sys.stdout.write(json.dumps([{**x.__dict__, "stale": x.community_id in stale} for x in comms[:limit]],
-                                        ensure_ascii=False, indent=2) + "\n")
+            sys.stdout.write(
+                json.dumps(
+                    [{**x.__dict__, "stale": x.community_id in stale} for x in comms[:limit]],
+                    ensure_ascii=False,
+                    indent=2,
+                )
+                + "\n"
+            )
             return
         if not comms:
             out.print("no communities: run `hybridmem graph build`", markup=False)
@@ -119,17 +149,26 @@ def communities(
             t.add_column(col)
         for x in comms[:limit]:
             summ = x.summary if full else (x.summary[:160] + ("…" if len(x.summary) > 160 else ""))
-            t.add_row(x.community_id, str(x.level), x.parent or "", str(len(x.members)),
-                      "stale" if x.community_id in stale else "fresh", x.title, summ)
+            t.add_row(
+                x.community_id,
+                str(x.level),
+                x.parent or "",
+                str(len(x.members)),
+                "stale" if x.community_id in stale else "fresh",
+                x.title,
+                summ,
+            )
         out.print(t)
     except HybridMemError as e:
         raise fail(e) from None
 
 
 @graph_app.command("show")
-def show(ctx: typer.Context,
-         entity: str = typer.Argument(..., help="An entity name (any case/accent/separator variant)."),
-         as_json: bool = typer.Option(False, "--json")) -> None:
+def show(
+    ctx: typer.Context,
+    entity: str = typer.Argument(..., help="An entity name (any case/accent/separator variant)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
     """An entity: type, the chunks and documents it comes from, its relations and communities."""
     try:
         with cli_context(ctx).open_memory(create=False) as mem:
@@ -137,8 +176,11 @@ def show(ctx: typer.Context,
         if as_json:
             sys.stdout.write(json.dumps(info, ensure_ascii=False, indent=2) + "\n")
             return
-        out.print(f"{info['name']} ({info['type']}) — communities: {', '.join(info['communities']) or '–'}",
-                  markup=False, highlight=False)
+        out.print(
+            f"{info['name']} ({info['type']}) — communities: {', '.join(info['communities']) or '–'}",
+            markup=False,
+            highlight=False,
+        )
         out.print(f"documents: {', '.join(info['documents'])}", markup=False, highlight=False)
         out.print(f"chunks: {', '.join(info['chunks'])}", markup=False, highlight=False)
         for r in info["relations_out"]:
@@ -185,8 +227,12 @@ def plot(
             raise ValidationError("--top must be at least 1", field="--top")
         with cli_context(ctx).open_memory(create=False) as mem:
             info = mem.graph.plot(str(output), top=top, level=level)
-        out.print(f"wrote {info['path']}: {info['nodes']} entities, {info['edges']} edges, communities "
-                  f"{', '.join(info['communities'])}", markup=False, highlight=False)
+        out.print(
+            f"wrote {info['path']}: {info['nodes']} entities, {info['edges']} edges, communities "
+            f"{', '.join(info['communities'])}",
+            markup=False,
+            highlight=False,
+        )
     except OSError as e:
         raise fail(HybridMemError(f"cannot write {output}: {e}")) from None
     except HybridMemError as e:

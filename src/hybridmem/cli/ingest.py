@@ -16,8 +16,9 @@ from .parsing import parse_meta
 __all__ = ["register"]
 
 
-def _collect(paths: list[str], doc_id: Optional[str], source: Optional[str],
-             metadata: dict[str, Any]) -> tuple[list[Document], list[dict[str, str]]]:
+def _collect(
+    paths: list[str], doc_id: Optional[str], source: Optional[str], metadata: dict[str, Any]
+) -> tuple[list[Document], list[dict[str, str]]]:
     """The documents to store, and the files skipped (with why)."""
     docs: list[Document] = []
     skipped: list[dict[str, str]] = []

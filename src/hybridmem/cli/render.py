@@ -11,14 +11,24 @@ from rich.table import Table
 from ..models import Answer, QueryResponse, Usage
 from .common import err, out
 
-__all__ = ["emit", "print_answer", "print_eval", "print_global", "print_graph_report", "print_migrate", "print_response",
-           "usage_line"]
+__all__ = [
+    "emit",
+    "print_answer",
+    "print_eval",
+    "print_global",
+    "print_graph_report",
+    "print_migrate",
+    "print_response",
+    "usage_line",
+]
 
 
 def usage_line(u: Usage) -> str:
-    return (f"usage: {u.calls} LLM call{'s' if u.calls != 1 else ''} ({u.http_requests} HTTP request"
-            f"{'s' if u.http_requests != 1 else ''}), {u.prompt_tokens} prompt + {u.completion_tokens} completion "
-            f"tokens, {u.latency_ms:.0f} ms")
+    return (
+        f"usage: {u.calls} LLM call{'s' if u.calls != 1 else ''} ({u.http_requests} HTTP request"
+        f"{'s' if u.http_requests != 1 else ''}), {u.prompt_tokens} prompt + {u.completion_tokens} completion "
+        f"tokens, {u.latency_ms:.0f} ms"
+    )
 
 
 def _results_table(resp: QueryResponse) -> Table:
@@ -36,10 +46,15 @@ def _results_table(resp: QueryResponse) -> Table:
     for i, r in enumerate(resp.results, start=1):
         snippet = " ".join(r.text.split())
         table.add_row(
-            str(i), r.chunk_id, f"{r.rrf_score:.4f}",
-            str(r.ranks.get("bm25", "–")), str(r.ranks.get("dense", "–")), str(r.ranks.get("exact", "–")),
+            str(i),
+            r.chunk_id,
+            f"{r.rrf_score:.4f}",
+            str(r.ranks.get("bm25", "–")),
+            str(r.ranks.get("dense", "–")),
+            str(r.ranks.get("exact", "–")),
             *([str(r.ranks.get("graph", "–"))] if "graph" in resp.legs else []),
-            r.source or "", snippet,
+            r.source or "",
+            snippet,
         )
     return table
 
@@ -47,7 +62,8 @@ def _results_table(resp: QueryResponse) -> Table:
 def print_response(resp: QueryResponse) -> None:
     out.print(_results_table(resp))
     legs = ", ".join(
-        f"{n}: {leg.status}" + (f" {leg.took_ms:.1f} ms" if leg.status == "ok" else f" ({leg.error})" if leg.error else "")
+        f"{n}: {leg.status}"
+        + (f" {leg.took_ms:.1f} ms" if leg.status == "ok" else f" ({leg.error})" if leg.error else "")
         for n, leg in resp.legs.items()
     )
     out.print(f"{resp.total_retrieved} results, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}", highlight=False)
@@ -68,15 +84,23 @@ def print_answer(ans: Answer) -> None:
     if ans.citations:
         out.print("[bold]sources[/]")
         for c in ans.citations:
-            out.print(f"  [{c.chunk_id}] {c.doc_id}" + (f" — {c.source}" if c.source else ""), markup=False, highlight=False)
+            out.print(
+                f"  [{c.chunk_id}] {c.doc_id}" + (f" — {c.source}" if c.source else ""), markup=False, highlight=False
+            )
     elif ans.results:
-        out.print("closest passages (not cited): " + ", ".join(r.chunk_id for r in ans.results[:3]),
-                  markup=False, highlight=False)
+        out.print(
+            "closest passages (not cited): " + ", ".join(r.chunk_id for r in ans.results[:3]),
+            markup=False,
+            highlight=False,
+        )
     if ans.invented_citations:
         out.print(f"removed invented citations: {', '.join(ans.invented_citations)}", markup=False, highlight=False)
     rr = f"{ans.reranker} ({'reranked' if ans.reranked else 'fused order kept'})" if ans.reranker else "none"
-    out.print(f"answerer: {ans.answerer} · reranker: {rr} · {len(ans.results)} chunks of context · {ans.took_ms:.0f} ms",
-              markup=False, highlight=False)
+    out.print(
+        f"answerer: {ans.answerer} · reranker: {rr} · {len(ans.results)} chunks of context · {ans.took_ms:.0f} ms",
+        markup=False,
+        highlight=False,
+    )
     _notes_and_usage(ans)
 
 
@@ -100,11 +124,17 @@ def print_global(ans: Any) -> None:
     """A :class:`hybridmem.graph.GlobalAnswer` (``ask --global``)."""
     out.print(ans.answer, markup=False, highlight=False)
     out.print()
-    out.print(f"communities: {', '.join(ans.community_ids) or '–'} · chunks: {', '.join(ans.chunk_ids) or '–'}",
-              markup=False, highlight=False)
-    out.print(f"answerer: {ans.answerer} · level {ans.level} · {ans.communities_used}/{ans.communities_total} "
-              f"community summaries read · ~{ans.prompt_tokens} prompt tokens · {ans.took_ms:.0f} ms",
-              markup=False, highlight=False)
+    out.print(
+        f"communities: {', '.join(ans.community_ids) or '–'} · chunks: {', '.join(ans.chunk_ids) or '–'}",
+        markup=False,
+        highlight=False,
+    )
+    out.print(
+        f"answerer: {ans.answerer} · level {ans.level} · {ans.communities_used}/{ans.communities_total} "
+        f"community summaries read · ~{ans.prompt_tokens} prompt tokens · {ans.took_ms:.0f} ms",
+        markup=False,
+        highlight=False,
+    )
     _notes_and_usage(ans)
 
 
@@ -116,7 +146,8 @@ def print_graph_report(rep: Any) -> None:
         f"{rep.communities} communities on {rep.levels} level(s) in {rep.detect_s:.2f}s · summaries: "
         f"{rep.summaries_made} made ({rep.summarizer}), {rep.summaries_reused} reused, {rep.summaries_pruned} pruned · LLM calls: {rep.llm_calls} · "
         f"{rep.took_s:.2f}s",
-        markup=False, highlight=False,
+        markup=False,
+        highlight=False,
     )
     if rep.usage:
         out.print(usage_line(rep.usage), markup=False, highlight=False)
@@ -126,12 +157,29 @@ def print_migrate(rep: Any) -> None:
     """A :class:`hybridmem.migrate` report: counts per namespace, the verdict, the first mismatches."""
     t = Table("namespace", "documents", "chunks", "vectors", "pending", "entities", "relations", "communities")
     for ns, c in rep.namespaces.items():
-        t.add_row(ns, *(str(c[k]) for k in ("documents", "chunks", "vectors", "pending_vectors", "graph_entities",
-                                            "graph_relations", "graph_communities")))
+        t.add_row(
+            ns,
+            *(
+                str(c[k])
+                for k in (
+                    "documents",
+                    "chunks",
+                    "vectors",
+                    "pending_vectors",
+                    "graph_entities",
+                    "graph_relations",
+                    "graph_communities",
+                )
+            ),
+        )
     out.print(t)
     verdict = "verified" if rep.ok else "VERIFICATION FAILED"
-    out.print(f"{verdict}: {rep.queries_checked} sample queries compared, {len(rep.mismatches)} mismatches; "
-              f"{rep.source} -> {rep.destination} in {rep.seconds:.1f} s", highlight=False, markup=False)
+    out.print(
+        f"{verdict}: {rep.queries_checked} sample queries compared, {len(rep.mismatches)} mismatches; "
+        f"{rep.source} -> {rep.destination} in {rep.seconds:.1f} s",
+        highlight=False,
+        markup=False,
+    )
     for m in rep.mismatches[:20]:
         err.print(f"  {m}", highlight=False, markup=False)
 
@@ -144,8 +192,12 @@ def _eval_tables(results: dict[str, Any], ok: dict[str, Any]) -> None:
         t.add_column(col, justify="right" if col != "mode" else "left")
     for m, r in ok.items():
         a = r["metrics"]["all"]
-        t.add_row(m, *(f"{a[k]:.3f}" for k in ("mrr@10", "ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100")),
-                  f"{r['latency_ms']['p50']:.1f}", f"{r['latency_ms']['p95']:.1f}")
+        t.add_row(
+            m,
+            *(f"{a[k]:.3f}" for k in ("mrr@10", "ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100")),
+            f"{r['latency_ms']['p50']:.1f}",
+            f"{r['latency_ms']['p95']:.1f}",
+        )
     out.print(t)
     if cats:
         t = Table(title="MRR@10 by category", title_justify="left")
@@ -160,10 +212,13 @@ def _eval_tables(results: dict[str, Any], ok: dict[str, Any]) -> None:
 
 def print_eval(results: dict[str, Any]) -> None:
     ds, idx = results["dataset"], results["index"]
-    out.print(f"[bold]{ds['name']}[/] ({ds['split']}): {ds['docs']} docs, {ds['queries']} queries, "
-              f"embedder {results['embedder']}; index "
-              + (f"from cache ({idx['key']})" if idx["cached"] else f"built in {idx['index_s']} s")
-              + (f", embedded in {idx['embed_s']} s" if idx.get("embed_s") else ""), highlight=False)
+    out.print(
+        f"[bold]{ds['name']}[/] ({ds['split']}): {ds['docs']} docs, {ds['queries']} queries, "
+        f"embedder {results['embedder']}; index "
+        + (f"from cache ({idx['key']})" if idx["cached"] else f"built in {idx['index_s']} s")
+        + (f", embedded in {idx['embed_s']} s" if idx.get("embed_s") else ""),
+        highlight=False,
+    )
     ok = {m: r for m, r in results["modes"].items() if r.get("status") == "ok"}
     _eval_tables(results, ok)
     for m, r in results["modes"].items():
@@ -171,12 +226,18 @@ def print_eval(results: dict[str, Any]) -> None:
             out.print(f"{m}: {r.get('note', r.get('status'))}", highlight=False)
     for c in results.get("comparisons", []):
         if c.get("best_single_leg"):
-            out.print(f"{c['label']}, {c['metric']}: {c['mean_diff']:+.4f} (95% CI {c['ci95'][0]:+.4f}..{c['ci95'][1]:+.4f}, "
-                      f"randomization p={c['p_randomization']:.4f})", highlight=False)
+            out.print(
+                f"{c['label']}, {c['metric']}: {c['mean_diff']:+.4f} (95% CI {c['ci95'][0]:+.4f}..{c['ci95'][1]:+.4f}, "
+                f"randomization p={c['p_randomization']:.4f})",
+                highlight=False,
+            )
     for tg in results.get("targets", []):
         mark = "[green]met[/]" if tg["met"] else "[red]missed[/]"
-        out.print(f"target {tg.get('label', '')} {tg['mode']} {tg['metric']} ≥ {tg['target']}: {tg['measured']} {mark}"
-                  + (f" — {tg['why']}" if tg.get("why") else ""), highlight=False)
+        out.print(
+            f"target {tg.get('label', '')} {tg['mode']} {tg['metric']} ≥ {tg['target']}: {tg['measured']} {mark}"
+            + (f" — {tg['why']}" if tg.get("why") else ""),
+            highlight=False,
+        )
     if results.get("sweep"):
         out.print(f"sweep: {results['sweep']['verdict']}", highlight=False)
     out.print(f"took {results['took_s']} s", highlight=False)

@@ -25,11 +25,17 @@ app = typer.Typer(
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    db: str = typer.Option(str(config.DEFAULT_DB), "--db", envvar="HYBRIDMEM_DB",
-                           help="The memory: an SQLite file, or a postgresql://user@host/db URL."),
+    db: str = typer.Option(
+        str(config.DEFAULT_DB),
+        "--db",
+        envvar="HYBRIDMEM_DB",
+        help="The memory: an SQLite file, or a postgresql://user@host/db URL.",
+    ),
     namespace: str = typer.Option(config.DEFAULT_NAMESPACE, "--namespace", "-n", envvar="HYBRIDMEM_NAMESPACE"),
     embedder: Optional[str] = typer.Option(
-        None, "--embedder", envvar="HYBRIDMEM_EMBEDDER",
+        None,
+        "--embedder",
+        envvar="HYBRIDMEM_EMBEDDER",
         help="e5 (default), use, st:NAME_OR_PATH, openai:MODEL, hash[:DIM]. Defaults to the store's own.",
     ),
 ) -> None:

@@ -15,10 +15,14 @@ from .render import emit, print_answer, print_global, print_response
 
 __all__ = ["register"]
 
-_LLM_HELP = ("Chat model: openai:MODEL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio; endpoint from "
-             "HYBRIDMEM_LLM_BASE_URL / OPENAI_BASE_URL), gemini:MODEL, anthropic:MODEL, or none. "
-             "Default: HYBRIDMEM_LLM, else no LLM (offline paths).")
-_RERANKER_HELP = "auto (the LLM when configured, else identifier), llm or identifier. Default: HYBRIDMEM_RERANKER, else auto."
+_LLM_HELP = (
+    "Chat model: openai:MODEL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio; endpoint from "
+    "HYBRIDMEM_LLM_BASE_URL / OPENAI_BASE_URL), gemini:MODEL, anthropic:MODEL, or none. "
+    "Default: HYBRIDMEM_LLM, else no LLM (offline paths)."
+)
+_RERANKER_HELP = (
+    "auto (the LLM when configured, else identifier), llm or identifier. Default: HYBRIDMEM_RERANKER, else auto."
+)
 
 
 def _read_request(request: Optional[Path]) -> dict[str, Any]:
@@ -38,8 +42,12 @@ def search(
     ctx: typer.Context,
     text: Optional[str] = typer.Argument(None, help="What to look for."),
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k"),
-    mode: Optional[str] = typer.Option(None, "--mode", "-m", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."),
-    rerank: bool = typer.Option(False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."),
+    mode: Optional[str] = typer.Option(
+        None, "--mode", "-m", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."
+    ),
+    rerank: bool = typer.Option(
+        False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."
+    ),
     reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
     llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
     dense_weight: Optional[float] = typer.Option(None, "--dense-weight"),
@@ -48,8 +56,12 @@ def search(
     graph_weight: Optional[float] = typer.Option(None, "--graph-weight", help="Weight of the graph leg (hybrid)."),
     fetch_k: Optional[int] = typer.Option(None, "--fetch-k"),
     filters: list[str] = typer.Option([], "--filter", "-f", help="key=value equality filter (repeatable)."),
-    filter_json: Optional[str] = typer.Option(None, "--filter-json", help='A filter object, e.g. {"severity": {"$gte": 2}}'),
-    request: Optional[Path] = typer.Option(None, "--request", help="A JSON request file of the contract ('-' = stdin)."),
+    filter_json: Optional[str] = typer.Option(
+        None, "--filter-json", help='A filter object, e.g. {"severity": {"$gte": 2}}'
+    ),
+    request: Optional[Path] = typer.Option(
+        None, "--request", help="A JSON request file of the contract ('-' = stdin)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the contract response as JSON."),
 ) -> None:
     """Query the memory (hybrid by default) and show each result's rank in each leg."""
@@ -71,8 +83,12 @@ def search(
         if rerank:
             data["rerank"] = True
         hp = dict(data.get("hybrid_params") or {})
-        for key, val in (("dense_weight", dense_weight), ("sparse_weight", sparse_weight), ("rrf_k_constant", rrf_k),
-                         ("graph_weight", graph_weight)):
+        for key, val in (
+            ("dense_weight", dense_weight),
+            ("sparse_weight", sparse_weight),
+            ("rrf_k_constant", rrf_k),
+            ("graph_weight", graph_weight),
+        ):
             if val is not None:
                 hp[key] = val
         data["hybrid_params"] = hp
@@ -89,8 +105,9 @@ def ask(
     llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
     no_rerank: bool = typer.Option(False, "--no-rerank", help="Answer from the fused order (no reranking)."),
     reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
-    filters: list[str] = typer.Option([], "--filter", "-f",
-                                      help='A filter: JSON ({"severity": {"$gte": 2}}) or key=value (repeatable).'),
+    filters: list[str] = typer.Option(
+        [], "--filter", "-f", help='A filter: JSON ({"severity": {"$gte": 2}}) or key=value (repeatable).'
+    ),
     filter_json: Optional[str] = typer.Option(None, "--filter-json", help="A filter object (as in search)."),
     top_k: int = typer.Option(5, "--top-k", "-k", help="Chunks retrieved as the answer's context."),
     as_json: bool = typer.Option(False, "--json", help="Print the Answer as JSON (with the context chunks)."),

@@ -27,20 +27,33 @@ def _run(cli: CliContext, cfg: Any, emb: Any, run_server: Callable[[Any, Memory]
         for ns in names:
             mem.wait_for_indexes(namespace=ns, timeout=0)
         if names:
-            err.print(f"indexes of {len(names)} namespace(s) loaded in {time.perf_counter() - t0:.1f} s",
-                      highlight=False, markup=False)
-        err.print(f"hybridmem serving {display_target(cli.db)} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
-                  "key(s); OpenAPI at /docs)", highlight=False, markup=False, soft_wrap=True)
+            err.print(
+                f"indexes of {len(names)} namespace(s) loaded in {time.perf_counter() - t0:.1f} s",
+                highlight=False,
+                markup=False,
+            )
+        err.print(
+            f"hybridmem serving {display_target(cli.db)} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
+            "key(s); OpenAPI at /docs)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
         run_server(cfg, mem)
 
 
 def serve(
     ctx: typer.Context,
-    host: Optional[str] = typer.Option(None, "--host", help="Address to bind (default 127.0.0.1; others need API keys)."),
+    host: Optional[str] = typer.Option(
+        None, "--host", help="Address to bind (default 127.0.0.1; others need API keys)."
+    ),
     port: Optional[int] = typer.Option(None, "--port", help="Port (default 8080)."),
-    db: Optional[str] = typer.Option(None, "--db", help="SQLite file or postgresql:// URL (overrides the global --db)."),
-    config_file: Optional[Path] = typer.Option(None, "--config", envvar="HYBRIDMEM_SERVER_CONFIG",
-                                               help="TOML or JSON server settings (API keys, limits)."),
+    db: Optional[str] = typer.Option(
+        None, "--db", help="SQLite file or postgresql:// URL (overrides the global --db)."
+    ),
+    config_file: Optional[Path] = typer.Option(
+        None, "--config", envvar="HYBRIDMEM_SERVER_CONFIG", help="TOML or JSON server settings (API keys, limits)."
+    ),
 ) -> None:
     """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/documents, /metrics, /docs."""
     cli = cli_context(ctx)
@@ -66,8 +79,11 @@ def serve(
         # Before the embedder is made: the e5 model writes OMP_NUM_THREADS into the environment.
         blas_threads = limit_process_blas(1)
         if blas_threads is not None:
-            err.print(f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)",
-                      highlight=False, markup=False)
+            err.print(
+                f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)",
+                highlight=False,
+                markup=False,
+            )
         emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
         try:
             _run(cli, cfg, emb, run_server)
@@ -94,7 +110,9 @@ def mcp_cmd(
         with cli_context(ctx).open_memory(create=True, auto_embed=True) as mem:
             run_mcp(mem, transport=transport, host=host, port=port)
     except ModuleNotFoundError as e:
-        err.print(f"[bold red]error:[/] the MCP server needs its extra: pip install 'hybridmem[server]' (missing {e.name})")
+        err.print(
+            f"[bold red]error:[/] the MCP server needs its extra: pip install 'hybridmem[server]' (missing {e.name})"
+        )
         raise typer.Exit(1) from None
     except HybridMemError as e:
         raise fail(e) from None

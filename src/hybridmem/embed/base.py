@@ -56,9 +56,7 @@ class BaseEmbedder:
     def _checked(self, out: np.ndarray, n: int) -> np.ndarray:
         out = np.asarray(out, dtype=np.float32)
         if out.ndim != 2 or out.shape != (n, self.dim):
-            raise EmbedderError(
-                f"embedder {self.name!r} returned shape {tuple(out.shape)}, expected ({n}, {self.dim})"
-            )
+            raise EmbedderError(f"embedder {self.name!r} returned shape {tuple(out.shape)}, expected ({n}, {self.dim})")
         if not np.isfinite(out).all():
             raise EmbedderError(f"embedder {self.name!r} returned non-finite values")
         return normalize_rows(out)

@@ -63,11 +63,15 @@ class OpenAIEmbedder(BaseEmbedder):
             raise ValidationError(f"backoff must be >= 0, got {backoff!r}", field="embedder")
 
         url = (
-            base_url
-            or os.environ.get("HYBRIDMEM_OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_BASE_URL")
-            or DEFAULT_BASE_URL
-        ).strip().rstrip("/")
+            (
+                base_url
+                or os.environ.get("HYBRIDMEM_OPENAI_BASE_URL")
+                or os.environ.get("OPENAI_BASE_URL")
+                or DEFAULT_BASE_URL
+            )
+            .strip()
+            .rstrip("/")
+        )
         if not url.startswith(("http://", "https://")):
             raise ValidationError(f"base_url must start with http:// or https://, got {url!r}", "embedder")
 
@@ -122,19 +126,34 @@ class OpenAIEmbedder(BaseEmbedder):
         """``max_retries`` retries after the first request, no overall time budget; the backoff
         doubles from ``backoff`` with up to ``backoff`` of jitter added, every wait (a server's
         ``Retry-After`` included) capped at ``MAX_RETRY_DELAY``."""
-        return RetryPolicy(max_attempts=self.max_retries + 1, backoff=self.backoff, max_backoff=MAX_RETRY_DELAY,
-                           max_retry_after=MAX_RETRY_DELAY, total_timeout=math.inf, jitter="added")
+        return RetryPolicy(
+            max_attempts=self.max_retries + 1,
+            backoff=self.backoff,
+            max_backoff=MAX_RETRY_DELAY,
+            max_retry_after=MAX_RETRY_DELAY,
+            total_timeout=math.inf,
+            jitter="added",
+        )
 
     def _request(self, texts: list[str]) -> np.ndarray:
         body = json.dumps({"model": self.model, "input": texts, "encoding_format": "float"}).encode("utf-8")
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
         def attempt(timeout: float) -> bytes:
-            return post(self.endpoint, body, headers, timeout, what=self.name, error=EmbedderError,
-                        retry_status=_RETRYABLE_STATUS, user_agent=_USER_AGENT)
+            return post(
+                self.endpoint,
+                body,
+                headers,
+                timeout,
+                what=self.name,
+                error=EmbedderError,
+                retry_status=_RETRYABLE_STATUS,
+                user_agent=_USER_AGENT,
+            )
 
-        raw = call_with_retry(attempt, self.retry_policy, timeout=self.timeout,
-                              what=f"{self.name}: {self.endpoint}", error=EmbedderError)
+        raw = call_with_retry(
+            attempt, self.retry_policy, timeout=self.timeout, what=f"{self.name}: {self.endpoint}", error=EmbedderError
+        )
         return self._parse(raw, len(texts))
 
     def _parse(self, raw: bytes, n: int) -> np.ndarray:

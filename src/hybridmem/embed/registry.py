@@ -72,8 +72,9 @@ _KINDS: dict[str, _Kind] = {
     "e5": _Kind(_e5, lambda arg: e5_name(arg or "original"), bundled=True),
     "use": _Kind(_use, lambda arg: USE_NAME, bundled=True),
     "st": _Kind(_st, lambda arg: f"st:{arg}", needs_arg="st: needs a model name or path, e.g. st:all-MiniLM-L6-v2"),
-    "openai": _Kind(_openai, lambda arg: f"openai:{arg}",
-                    needs_arg="openai: needs a model, e.g. openai:nomic-embed-text"),
+    "openai": _Kind(
+        _openai, lambda arg: f"openai:{arg}", needs_arg="openai: needs a model, e.g. openai:nomic-embed-text"
+    ),
     "hash": _Kind(_hash, lambda arg: hash_name(_hash_dim(arg))),
 }
 #: recorded name → the short spec that rebuilds it (any other name is its own spec)

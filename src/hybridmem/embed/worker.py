@@ -100,8 +100,15 @@ class EmbeddingWorker:
     """Embeds queued chunks in batches: on a daemon thread (:meth:`start`, :meth:`wake`) or in the
     caller's thread (:meth:`embed_pending`, :meth:`wait`). ``error`` holds the last failure."""
 
-    def __init__(self, embedders: Embedders, pending: PendingRows, pending_count: Callable[[], int],
-                 store_vectors: StoreVectors, *, batch_size: int) -> None:
+    def __init__(
+        self,
+        embedders: Embedders,
+        pending: PendingRows,
+        pending_count: Callable[[], int],
+        store_vectors: StoreVectors,
+        *,
+        batch_size: int,
+    ) -> None:
         self.embedders = embedders
         self._pending = pending
         self._pending_count = pending_count
@@ -112,8 +119,14 @@ class EmbeddingWorker:
         self._stop = threading.Event()
         self.error: str | None = None
 
-    def embed_pending(self, *, limit: int | None = None, batch_size: int | None = None,
-                      progress: Callable[[int], None] | None = None, stop: threading.Event | None = None) -> int:
+    def embed_pending(
+        self,
+        *,
+        limit: int | None = None,
+        batch_size: int | None = None,
+        progress: Callable[[int], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
         """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored."""
         batch_size = batch_size or self.batch_size
         emb = self.embedders.worker_model

@@ -40,11 +40,20 @@ class Dataset:
 
     def subset(self, qids: list[str], split: str) -> Dataset:
         """The same corpus with only ``qids`` as queries (for tune / report halves)."""
-        return Dataset(self.name, self.path, split, self.docs, {q: self.queries[q] for q in qids},
-                       {q: self.qrels[q] for q in qids}, {q: c for q, c in self.categories.items() if q in qids},
-                       {q: f for q, f in self.filters.items() if q in qids},
-                       {q: lang for q, lang in self.languages.items() if q in qids},
-                       self.chunk_size, self.splits, self.fingerprint)
+        return Dataset(
+            self.name,
+            self.path,
+            split,
+            self.docs,
+            {q: self.queries[q] for q in qids},
+            {q: self.qrels[q] for q in qids},
+            {q: c for q, c in self.categories.items() if q in qids},
+            {q: f for q, f in self.filters.items() if q in qids},
+            {q: lang for q, lang in self.languages.items() if q in qids},
+            self.chunk_size,
+            self.splits,
+            self.fingerprint,
+        )
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -109,8 +118,18 @@ def load_dataset(spec: str, split: str = "test") -> Dataset:
         if cpath.is_file():
             categories = {r[0]: r[1] for r in _read_tsv(cpath) if r[0] in qrels}
             break
-    return Dataset(root.name, str(root), split, docs, {q: all_queries[q] for q in qrels}, qrels, categories,
-                   chunk_size=None, splits=splits, fingerprint=_fingerprint(corpus_bytes))
+    return Dataset(
+        root.name,
+        str(root),
+        split,
+        docs,
+        {q: all_queries[q] for q in qrels},
+        qrels,
+        categories,
+        chunk_size=None,
+        splits=splits,
+        fingerprint=_fingerprint(corpus_bytes),
+    )
 
 
 def _load_demo() -> Dataset:
@@ -120,10 +139,16 @@ def _load_demo() -> Dataset:
     questions = load_questions()
     qrels = {q["id"]: {g: 1 for g in q["gold"]} for q in questions}
     return Dataset(
-        DEMO, "hybridmem.demo", "all", docs, {q["id"]: q["question"] for q in questions}, qrels,
+        DEMO,
+        "hybridmem.demo",
+        "all",
+        docs,
+        {q["id"]: q["question"] for q in questions},
+        qrels,
         categories={q["id"]: q["category"] for q in questions if q.get("category")},
         filters={q["id"]: q["metadata_filter"] for q in questions if q.get("metadata_filter")},
         languages={q["id"]: q["lang"] for q in questions if q.get("lang")},
-        chunk_size=config.DEFAULT_CHUNK_SIZE, splits=("all",),
+        chunk_size=config.DEFAULT_CHUNK_SIZE,
+        splits=("all",),
         fingerprint=_fingerprint(json.dumps(docs, sort_keys=True, ensure_ascii=False).encode()),
     )

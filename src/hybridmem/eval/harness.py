@@ -46,9 +46,19 @@ HYBRID_GRAPH = ("hybrid+graph", {"graph_weight": 0.5})
 CURVE_KS = (1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100)
 #: bump when the index a dataset builds would differ for the same corpus and embedder
 INDEX_FORMAT = 1
-SWEEP_KEYS = {"dense_weight": "dense_weight", "sparse_weight": "sparse_weight", "exact_weight": "exact_weight",
-              "rrf_k": "rrf_k_constant", "rrf_k_constant": "rrf_k_constant"}
-CLASSIC = {"dense_weight": 1.0, "sparse_weight": 1.0, "exact_weight": 1.0, "rrf_k_constant": float(config.DEFAULT_RRF_K)}
+SWEEP_KEYS = {
+    "dense_weight": "dense_weight",
+    "sparse_weight": "sparse_weight",
+    "exact_weight": "exact_weight",
+    "rrf_k": "rrf_k_constant",
+    "rrf_k_constant": "rrf_k_constant",
+}
+CLASSIC = {
+    "dense_weight": 1.0,
+    "sparse_weight": 1.0,
+    "exact_weight": 1.0,
+    "rrf_k_constant": float(config.DEFAULT_RRF_K),
+}
 
 Progress = Callable[[str, int | None], Callable[[int], None]]
 
@@ -76,8 +86,10 @@ def parse_sweep(specs: Sequence[str]) -> dict[str, list[float]]:
         key, sep, values = spec.partition("=")
         key = key.strip()
         if not sep or key not in SWEEP_KEYS:
-            raise ValidationError(f"--sweep {spec!r}: expected NAME=v1,v2,… with NAME one of "
-                                  f"{', '.join(sorted(SWEEP_KEYS))}", field="sweep")
+            raise ValidationError(
+                f"--sweep {spec!r}: expected NAME=v1,v2,… with NAME one of {', '.join(sorted(SWEEP_KEYS))}",
+                field="sweep",
+            )
         try:
             vals = [float(v) for v in values.split(",") if v.strip()]
         except ValueError:
@@ -90,14 +102,23 @@ def parse_sweep(specs: Sequence[str]) -> dict[str, list[float]]:
 
 # ---------------------------------------------------------------------------------------- index
 def index_key(ds: Dataset, embedder: str) -> str:
-    blob = json.dumps({"corpus": ds.fingerprint, "embedder": embedder, "chunk_size": ds.chunk_size,
-                       "overlap": config.DEFAULT_CHUNK_OVERLAP, "format": INDEX_FORMAT,
-                       "tokenizer": TOKENIZER_VERSION}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "corpus": ds.fingerprint,
+            "embedder": embedder,
+            "chunk_size": ds.chunk_size,
+            "overlap": config.DEFAULT_CHUNK_OVERLAP,
+            "format": INDEX_FORMAT,
+            "tokenizer": TOKENIZER_VERSION,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool,
-               progress: Progress | None = None) -> tuple[Memory, dict[str, Any]]:
+def open_index(
+    ds: Dataset, cfg: EvalConfig, need_vectors: bool, progress: Progress | None = None
+) -> tuple[Memory, dict[str, Any]]:
     """The dataset's memory, from the cache when corpus, chunking and embedder are unchanged."""
     cache = Path(cfg.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
@@ -116,10 +137,21 @@ def open_index(ds: Dataset, cfg: EvalConfig, need_vectors: bool,
         with Memory(tmp / "memory.db", embedder=embedder, chunk_size=ds.chunk_size, auto_embed=False) as mem:
             tick = progress(f"indexing {ds.name}", len(ds.docs)) if progress else None
             mem.add_documents(ds.docs, batch_size=512, progress=tick)
-        (tmp / "manifest.json").write_text(json.dumps(
-            {"dataset": ds.name, "fingerprint": ds.fingerprint, "embedder": name, "docs": len(ds.docs),
-             "chunk_size": ds.chunk_size, "format": INDEX_FORMAT, "built": _now(),
-             "index_s": round(time.perf_counter() - t0, 2)}, indent=2))
+        (tmp / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "dataset": ds.name,
+                    "fingerprint": ds.fingerprint,
+                    "embedder": name,
+                    "docs": len(ds.docs),
+                    "chunk_size": ds.chunk_size,
+                    "format": INDEX_FORMAT,
+                    "built": _now(),
+                    "index_s": round(time.perf_counter() - t0, 2),
+                },
+                indent=2,
+            )
+        )
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
     info["index_s"] = round(time.perf_counter() - t0, 2)
@@ -142,8 +174,15 @@ def _doc_ranking(resp: Any) -> list[str]:
     return list(dict.fromkeys(r.doc_id for r in resp.results))
 
 
-def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict[str, Any] | None = None,
-              tick: Callable[[int], None] | None = None, depth: bool = True) -> dict[str, Any]:
+def _run_mode(
+    mem: Memory,
+    ds: Dataset,
+    mode: str,
+    cfg: EvalConfig,
+    params: dict[str, Any] | None = None,
+    tick: Callable[[int], None] | None = None,
+    depth: bool = True,
+) -> dict[str, Any]:
     scores: dict[str, dict[str, float]] = {}
     curves: list[list[float]] = []
     lat: list[float] = []
@@ -177,13 +216,20 @@ def _run_mode(mem: Memory, ds: Dataset, mode: str, cfg: EvalConfig, params: dict
         scores[qid] = s
         if tick:
             tick(1)
-    out: dict[str, Any] = {"status": "ok", "queries": len(scores), "per_query": scores,
-                           "metrics": means_by_category(scores, ds.categories)}
+    out: dict[str, Any] = {
+        "status": "ok",
+        "queries": len(scores),
+        "per_query": scores,
+        "metrics": means_by_category(scores, ds.categories),
+    }
     if curves:
         out["recall_curve"] = {"k": list(CURVE_KS), "recall": [float(x) for x in np.mean(curves, axis=0)]}
     a = np.asarray(lat)
-    out["latency_ms"] = {"p50": round(float(np.percentile(a, 50)), 3), "p95": round(float(np.percentile(a, 95)), 3),
-                         "mean": round(float(a.mean()), 3)}
+    out["latency_ms"] = {
+        "p50": round(float(np.percentile(a, 50)), 3),
+        "p95": round(float(np.percentile(a, 95)), 3),
+        "mean": round(float(a.mean()), 3),
+    }
     if leg_trouble:
         out["leg_failures"] = leg_trouble
     if rerankers or rerank_notes:
@@ -210,8 +256,11 @@ def _warm_query_vectors(mem: Memory, ds: Dataset, progress: Progress | None) -> 
     if not model_ms:
         return None
     a = np.asarray(model_ms)
-    return {"p50": round(float(np.percentile(a, 50)), 2), "p95": round(float(np.percentile(a, 95)), 2),
-            "queries": len(model_ms)}
+    return {
+        "p50": round(float(np.percentile(a, 50)), 2),
+        "p95": round(float(np.percentile(a, 95)), 2),
+        "queries": len(model_ms),
+    }
 
 
 def _graph_line(rep: Any) -> str:
@@ -234,14 +283,25 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
             res = paired_test(a, b, seed=seed)
             label = f"hybrid vs best single leg ({m})" if m == best else f"hybrid vs {m}"
             out.append({"a": "hybrid", "b": m, "metric": met, "label": label, "best_single_leg": m == best, **res})
-    for other, label in (("rerank", "rerank vs hybrid (fused order)"), (HYBRID_GRAPH[0], "hybrid + graph leg vs hybrid")):
+    for other, label in (
+        ("rerank", "rerank vs hybrid (fused order)"),
+        (HYBRID_GRAPH[0], "hybrid + graph leg vs hybrid"),
+    ):
         if modes.get(other, {}).get("status") != "ok":
             continue
         for met in dict.fromkeys((metric, "mrr@10")):
             a = [modes[other]["per_query"][q][met] for q in qids]
             b = [modes["hybrid"]["per_query"][q][met] for q in qids]
-            out.append({"a": other, "b": "hybrid", "metric": met, "label": label,
-                        "best_single_leg": False, **paired_test(a, b, seed=seed)})
+            out.append(
+                {
+                    "a": other,
+                    "b": "hybrid",
+                    "metric": met,
+                    "label": label,
+                    "best_single_leg": False,
+                    **paired_test(a, b, seed=seed),
+                }
+            )
     return out
 
 
@@ -252,16 +312,27 @@ def _targets(ds: Dataset, cfg: EvalConfig, modes: dict[str, dict[str, Any]]) -> 
         if t["mode"] not in ok:
             continue
         measured = ok[t["mode"]]["metrics"]["all"][t["metric"]]
-        row = {**t, "measured": round(measured, 4), "met": measured >= t["target"] - 1e-9,
-               "gap": round(measured - t["target"], 4)}
+        row = {
+            **t,
+            "measured": round(measured, 4),
+            "met": measured >= t["target"] - 1e-9,
+            "gap": round(measured - t["target"], 4),
+        }
         if not row["met"]:
             row["why"] = _why(ok, t["metric"])
         out.append(row)
     if "hybrid" in ok and any(m in ok for m in SINGLE_LEGS):
         best = max((m for m in SINGLE_LEGS if m in ok), key=lambda m: ok[m]["metrics"]["all"][cfg.metric])
         h, b = ok["hybrid"]["metrics"]["all"][cfg.metric], ok[best]["metrics"]["all"][cfg.metric]
-        row = {"mode": "hybrid", "metric": cfg.metric, "target": round(b, 4), "measured": round(h, 4),
-               "met": h >= b - 1e-9, "gap": round(h - b, 4), "label": f"hybrid ≥ best single leg ({best})"}
+        row = {
+            "mode": "hybrid",
+            "metric": cfg.metric,
+            "target": round(b, 4),
+            "measured": round(h, 4),
+            "met": h >= b - 1e-9,
+            "gap": round(h - b, 4),
+            "label": f"hybrid ≥ best single leg ({best})",
+        }
         if not row["met"]:
             row["why"] = _why(ok, cfg.metric)
         out.append(row)
@@ -274,8 +345,10 @@ def _why(ok: dict[str, dict[str, Any]], metric: str) -> str:
         weak, strong = sorted(legs, key=cast("Callable[[str], float]", legs.get))  # every key is in legs
         gap = legs[strong] - legs[weak]
         if gap > 0.05:
-            return (f"the {weak} leg ({legs[weak]:.3f}) is {gap:.3f} below {strong} ({legs[strong]:.3f}): "
-                    f"a weak leg drags equal-weight RRF down")
+            return (
+                f"the {weak} leg ({legs[weak]:.3f}) is {gap:.3f} below {strong} ({legs[strong]:.3f}): "
+                f"a weak leg drags equal-weight RRF down"
+            )
         return f"both legs are close ({', '.join(f'{m} {v:.3f}' for m, v in legs.items())}): fusion has little to add"
     return "run the bm25 and vector modes too to see which leg holds hybrid back"
 
@@ -295,8 +368,9 @@ def _split_for_sweep(ds: Dataset, load: Callable[[str], Dataset]) -> tuple[Datas
     return ds.subset(dev, f"{ds.split}:dev-half"), ds.subset(rest, f"{ds.split}:other-half"), "dev half", "other half"
 
 
-def _sweep(mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Dataset],
-           progress: Progress | None) -> dict[str, Any]:
+def _sweep(
+    mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Dataset], progress: Progress | None
+) -> dict[str, Any]:
     tune, report, tune_name, report_name = _split_for_sweep(ds, load)
     if cfg.limit:
         tune = tune.subset(list(tune.queries)[: cfg.limit], tune.split)
@@ -314,28 +388,53 @@ def _sweep(mem: Memory, ds: Dataset, cfg: EvalConfig, load: Callable[[str], Data
 
     grid: list[dict[str, Any]] = []
     for p in settings:
-        grid.append({"params": {k: p[k] for k in keys}, "full_params": p, "classic": p == CLASSIC,
-                     "tune": score(tune, p), "report": score(report, p)})
+        grid.append(
+            {
+                "params": {k: p[k] for k in keys},
+                "full_params": p,
+                "classic": p == CLASSIC,
+                "tune": score(tune, p),
+                "report": score(report, p),
+            }
+        )
     base = next(g for g in grid if g["classic"])
     winners = [g for g in grid if not g["classic"] and all(g["tune"][c] > base["tune"][c] for c in base["tune"])]
     rec = max(winners, key=lambda g: g["tune"]["all"]) if winners else None
     if rec is None:
-        verdict = (f"classic RRF stays (k={config.DEFAULT_RRF_K}, weights 1): no setting beats it on {cfg.metric} "
-                   f"in every category and overall on the {tune_name} split")
+        verdict = (
+            f"classic RRF stays (k={config.DEFAULT_RRF_K}, weights 1): no setting beats it on {cfg.metric} "
+            f"in every category and overall on the {tune_name} split"
+        )
     else:
         holds = all(rec["report"][c] >= base["report"][c] for c in base["report"])
-        verdict = (f"recommended {rec['params']}: beats classic RRF in every category on the {tune_name} split "
-                   f"({rec['tune']['all']:.4f} vs {base['tune']['all']:.4f}); on the {report_name} split "
-                   f"{rec['report']['all']:.4f} vs {base['report']['all']:.4f}"
-                   + ("" if holds else " — the gain does not hold in every category there: treat it as noise"))
-    return {"metric": cfg.metric, "tune_split": tune_name, "report_split": report_name, "params": keys,
-            "tune_queries": len(tune.queries), "report_queries": len(report.queries),
-            "grid": grid, "baseline": base, "recommended": rec, "verdict": verdict}
+        verdict = (
+            f"recommended {rec['params']}: beats classic RRF in every category on the {tune_name} split "
+            f"({rec['tune']['all']:.4f} vs {base['tune']['all']:.4f}); on the {report_name} split "
+            f"{rec['report']['all']:.4f} vs {base['report']['all']:.4f}"
+            + ("" if holds else " — the gain does not hold in every category there: treat it as noise")
+        )
+    return {
+        "metric": cfg.metric,
+        "tune_split": tune_name,
+        "report_split": report_name,
+        "params": keys,
+        "tune_queries": len(tune.queries),
+        "report_queries": len(report.queries),
+        "grid": grid,
+        "baseline": base,
+        "recommended": rec,
+        "verdict": verdict,
+    }
 
 
 # ---------------------------------------------------------------------------------------- entry
-def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Dataset] | None = None,
-             progress: Progress | None = None) -> dict[str, Any]:
+def run_eval(
+    ds: Dataset,
+    cfg: EvalConfig,
+    *,
+    load_split: Callable[[str], Dataset] | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Evaluate ``cfg.modes`` on ``ds``; returns the results dict the report writes."""
     _check_config(cfg)
     started, t0 = _now(), time.perf_counter()
@@ -355,23 +454,37 @@ def run_eval(ds: Dataset, cfg: EvalConfig, *, load_split: Callable[[str], Datase
         mem.close()
     notes += _index_notes(index, cfg)
     results: dict[str, Any] = {
-        "dataset": {"name": ds.name, "path": ds.path, "split": ds.split, "docs": len(ds.docs),
-                    "chunks": index.get("chunks"), "queries": len(ds.queries),
-                    "categories": _category_counts(ds)},
+        "dataset": {
+            "name": ds.name,
+            "path": ds.path,
+            "split": ds.split,
+            "docs": len(ds.docs),
+            "chunks": index.get("chunks"),
+            "queries": len(ds.queries),
+            "categories": _category_counts(ds),
+        },
         "embedder": embedder_name(cfg.embedder),
-        "top_k": cfg.top_k, "depth": cfg.depth, "metric": cfg.metric,
-        "index": {k: index[k] for k in ("cached", "key", "index_s", "embed_s", "path", "chunks", "vectors",
-                                        "query_embed_ms") if k in index},
+        "top_k": cfg.top_k,
+        "depth": cfg.depth,
+        "metric": cfg.metric,
+        "index": {
+            k: index[k]
+            for k in ("cached", "key", "index_s", "embed_s", "path", "chunks", "vectors", "query_embed_ms")
+            if k in index
+        },
         "modes": modes,
         "comparisons": _compare(modes, cfg.metric, cfg.seed),
         "references": references_for(ds.name, ds.split),
         "targets": _targets(ds, cfg, modes),
         "notes": notes,
-        "started": started, "took_s": round(time.perf_counter() - t0, 2), "hybridmem_version": __version__,
+        "started": started,
+        "took_s": round(time.perf_counter() - t0, 2),
+        "hybridmem_version": __version__,
     }
     if ds.languages:
         results["by_language"] = {
-            m: means_by_category(r["per_query"], ds.languages) for m, r in modes.items() if r.get("status") == "ok"}
+            m: means_by_category(r["per_query"], ds.languages) for m, r in modes.items() if r.get("status") == "ok"
+        }
     if sweep:
         results["sweep"] = sweep
     return results
@@ -387,8 +500,9 @@ def _check_config(cfg: EvalConfig) -> None:
         raise ValidationError(f"top_k must be 1..{config.MAX_TOP_K}", field="top_k")
 
 
-def _run_modes(mem: Memory, ds: Dataset, cfg: EvalConfig, progress: Progress | None,
-               notes: list[str]) -> dict[str, dict[str, Any]]:
+def _run_modes(
+    mem: Memory, ds: Dataset, cfg: EvalConfig, progress: Progress | None, notes: list[str]
+) -> dict[str, dict[str, Any]]:
     """Every mode of ``cfg.modes``, in order (``graph`` also runs hybrid + graph leg); what a reader
     should know about a run is appended to ``notes``."""
     modes: dict[str, dict[str, Any]] = {}
@@ -409,8 +523,13 @@ def _run_modes(mem: Memory, ds: Dataset, cfg: EvalConfig, progress: Progress | N
         tick = progress(f"{mode} queries", len(ds.queries)) if progress else None
         modes[mode] = _run_mode(mem, ds, mode, cfg, tick=tick)
         if mode == "rerank":
-            used = ", ".join(f"{name} (applied to {n} of {len(ds.queries)} queries)"
-                             for name, n in modes[mode].get("rerankers", {}).items()) or "none"
+            used = (
+                ", ".join(
+                    f"{name} (applied to {n} of {len(ds.queries)} queries)"
+                    for name, n in modes[mode].get("rerankers", {}).items()
+                )
+                or "none"
+            )
             notes.append(f"rerank: hybrid candidates reordered by {used}")
             notes += [f"rerank: {note} ({n} queries)" for note, n in modes[mode].get("rerank_notes", {}).items()]
         if modes[mode].get("leg_failures"):
@@ -423,13 +542,20 @@ def _index_notes(index: dict[str, Any], cfg: EvalConfig) -> list[str]:
     if index["cached"]:
         notes.append(f"index reused from the cache ({index['path']}); built earlier")
     if index.get("embedded_now"):
-        notes.append(f"embedded {index['embedded_now']} chunks in {index['embed_s']} s "
-                     f"({index['cached_vectors']} vectors came from the embedding cache)")
-    notes.append("latency is the wall time of Memory.search at top_k; query vectors were embedded before "
-                 "timing and come from the embedding cache, so it excludes the model's query embedding cost"
-                 + (f" (measured on this run: p50 {index['query_embed_ms']['p50']} ms, p95 "
-                    f"{index['query_embed_ms']['p95']} ms over {index['query_embed_ms']['queries']} queries)"
-                    if index.get("query_embed_ms") else ""))
+        notes.append(
+            f"embedded {index['embedded_now']} chunks in {index['embed_s']} s "
+            f"({index['cached_vectors']} vectors came from the embedding cache)"
+        )
+    notes.append(
+        "latency is the wall time of Memory.search at top_k; query vectors were embedded before "
+        "timing and come from the embedding cache, so it excludes the model's query embedding cost"
+        + (
+            f" (measured on this run: p50 {index['query_embed_ms']['p50']} ms, p95 "
+            f"{index['query_embed_ms']['p95']} ms over {index['query_embed_ms']['queries']} queries)"
+            if index.get("query_embed_ms")
+            else ""
+        )
+    )
     if cfg.limit:
         notes.append(f"only the first {cfg.limit} queries were evaluated (--limit): not a publishable number")
     return notes

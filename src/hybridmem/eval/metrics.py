@@ -103,5 +103,10 @@ def paired_test(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_0
     signs = rng.choice(np.array([-1.0, 1.0]), size=(resamples, n))
     perm = np.abs((signs * d).mean(axis=1))
     p_rand = float((np.count_nonzero(perm >= abs(obs) - 1e-12) + 1) / (resamples + 1))
-    return {"mean_diff": obs, "ci95": [float(lo), float(hi)], "p_bootstrap": min(1.0, p_boot),
-            "p_randomization": min(1.0, p_rand), "queries": n}
+    return {
+        "mean_diff": obs,
+        "ci95": [float(lo), float(hi)],
+        "p_bootstrap": min(1.0, p_boot),
+        "p_randomization": min(1.0, p_rand),
+        "queries": n,
+    }

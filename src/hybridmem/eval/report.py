@@ -132,7 +132,7 @@ def _categories(results: Mapping[str, Any]) -> list[str]:
     """Categories with "all" last: the dataset's own list, else whatever the modes report."""
     cats: list[str] = list(((results.get("dataset") or {}).get("categories") or {}).keys())
     for mode in _ok_modes(results).values():
-        for c in (mode.get("metrics") or {}):
+        for c in mode.get("metrics") or {}:
             if c not in cats:
                 cats.append(c)
     return [c for c in cats if c != "all"] + ["all"]
@@ -287,8 +287,12 @@ def _category_section(results: Mapping[str, Any]) -> list[str]:
             vals = _bold_best([_metric(m, metric, c) for m in ok.values()])
             label = "**all**" if c == "all" else _cell(c)
             rows.append([label, _int(_category_count(results, c)), *vals])
-        out += [f"### {METRIC_LABELS[metric]} per category", "",
-                _table(["category", "queries", *(f"`{m}`" for m in ok)], rows), ""]
+        out += [
+            f"### {METRIC_LABELS[metric]} per category",
+            "",
+            _table(["category", "queries", *(f"`{m}`" for m in ok)], rows),
+            "",
+        ]
     return out[:-1]
 
 
@@ -341,14 +345,38 @@ def _comparison_section(results: Mapping[str, Any]) -> list[str]:
         ci = c.get("ci95") or []
         ci_txt = f"[{_signed(ci[0])}, {_signed(ci[1])}]" if len(ci) == 2 else "—"
         label = c.get("label") or f"{c.get('a', '?')} vs {c.get('b', '?')}"
-        rows.append([_cell(label), c.get("metric", "?"), _signed(c.get("mean_diff")), ci_txt,
-                     _pval(c.get("p_bootstrap")), _pval(c.get("p_randomization")), _int(c.get("queries")),
-                     _verdict(c)])
-    return ["## Paired comparisons", "",
-            "Mean per-query difference (a − b), bootstrap 95% CI, two-sided p-values.", "",
-            _table(["comparison (a vs b)", "metric", "mean diff", "95% CI", "p (bootstrap)",
-                    "p (randomization)", "queries", "verdict"], rows,
-                   ["l", "l", "r", "r", "r", "r", "r", "l"])]
+        rows.append(
+            [
+                _cell(label),
+                c.get("metric", "?"),
+                _signed(c.get("mean_diff")),
+                ci_txt,
+                _pval(c.get("p_bootstrap")),
+                _pval(c.get("p_randomization")),
+                _int(c.get("queries")),
+                _verdict(c),
+            ]
+        )
+    return [
+        "## Paired comparisons",
+        "",
+        "Mean per-query difference (a − b), bootstrap 95% CI, two-sided p-values.",
+        "",
+        _table(
+            [
+                "comparison (a vs b)",
+                "metric",
+                "mean diff",
+                "95% CI",
+                "p (bootstrap)",
+                "p (randomization)",
+                "queries",
+                "verdict",
+            ],
+            rows,
+            ["l", "l", "r", "r", "r", "r", "r", "l"],
+        ),
+    ]
 
 
 def _reference_section(results: Mapping[str, Any]) -> list[str]:
@@ -361,9 +389,15 @@ def _reference_section(results: Mapping[str, Any]) -> list[str]:
         metric = r.get("metric", "ndcg@10")
         ours = [_fmt(_metric(m, metric)) for m in ok.values()]
         rows.append([_cell(r.get("system", "?")), metric, _fmt(r.get("value")), *ours, _cell(r.get("source", ""))])
-    return ["## Published references", "",
-            _table(["published system", "metric", "published", *(f"ours: `{m}`" for m in ok), "source"], rows,
-                   ["l", "l", *["r"] * (1 + len(ok)), "l"])]
+    return [
+        "## Published references",
+        "",
+        _table(
+            ["published system", "metric", "published", *(f"ours: `{m}`" for m in ok), "source"],
+            rows,
+            ["l", "l", *["r"] * (1 + len(ok)), "l"],
+        ),
+    ]
 
 
 def _target_section(results: Mapping[str, Any]) -> list[str]:
@@ -381,11 +415,27 @@ def _target_section(results: Mapping[str, Any]) -> list[str]:
         if gap is None and measured is not None and target is not None:
             gap = measured - target
         mark = "✅" if met else "❌" if met is not None else "?"
-        rows.append([*([_cell(t.get("label", ""))] if labels else []), f"`{t.get('mode', '?')}`",
-                     t.get("metric", "?"), _fmt(target), _fmt(measured), mark, _signed(gap), _cell(t.get("why", ""))])
-    return ["## Targets", "",
-            _table([*(["target"] if labels else []), "mode", "metric", "target", "measured", "met", "gap", "why"],
-                   rows, [*(["l"] if labels else []), "l", "l", "r", "r", "c", "r", "l"])]
+        rows.append(
+            [
+                *([_cell(t.get("label", ""))] if labels else []),
+                f"`{t.get('mode', '?')}`",
+                t.get("metric", "?"),
+                _fmt(target),
+                _fmt(measured),
+                mark,
+                _signed(gap),
+                _cell(t.get("why", "")),
+            ]
+        )
+    return [
+        "## Targets",
+        "",
+        _table(
+            [*(["target"] if labels else []), "mode", "metric", "target", "measured", "met", "gap", "why"],
+            rows,
+            [*(["l"] if labels else []), "l", "l", "r", "r", "c", "r", "l"],
+        ),
+    ]
 
 
 def _params_text(params: Mapping[str, Any] | None) -> str:
@@ -432,14 +482,28 @@ def _sweep_section(results: Mapping[str, Any]) -> list[str]:
     counts = ""
     if sweep.get("tune_queries") is not None and sweep.get("report_queries") is not None:
         counts = f" ({_int(sweep['tune_queries'])} and {_int(sweep['report_queries'])} queries)"
-    out = ["## Parameter sweep", "",
-           (f"{METRIC_LABELS.get(metric, metric)} per category; settings are chosen on the `{tune}` split "
-            f"and reported on the `{report}` split{counts}."), ""]
+    out = [
+        "## Parameter sweep",
+        "",
+        (
+            f"{METRIC_LABELS.get(metric, metric)} per category; settings are chosen on the `{tune}` split "
+            f"and reported on the `{report}` split{counts}."
+        ),
+        "",
+    ]
     if entries and len(cats) <= 3:  # tune and report side by side while the table stays narrow
         out += [table([("tune", tune), ("report", report)]), ""]
     elif entries:
-        out += [f"### Tuned on `{tune}`", "", table([("tune", tune)]), "",
-                f"### Reported on `{report}`", "", table([("report", report)]), ""]
+        out += [
+            f"### Tuned on `{tune}`",
+            "",
+            table([("tune", tune)]),
+            "",
+            f"### Reported on `{report}`",
+            "",
+            table([("report", report)]),
+            "",
+        ]
     if sweep.get("verdict"):
         out.append(f"**Verdict:** {sweep['verdict']}")
         out.append("")
@@ -447,8 +511,10 @@ def _sweep_section(results: Mapping[str, Any]) -> list[str]:
         line = f"**Recommended:** {_params_text(rec.get('params'))}"
         r_all, b_all = (rec.get("report") or {}).get("all"), ((baseline or {}).get("report") or {}).get("all")
         if _num(r_all) is not None and _num(b_all) is not None:
-            line += (f" — {report} {METRIC_LABELS.get(metric, metric)} (all) {_fmt(r_all)} vs baseline "
-                     f"{_fmt(b_all)} ({_signed(cast(float, _num(r_all)) - cast(float, _num(b_all)))})")
+            line += (
+                f" — {report} {METRIC_LABELS.get(metric, metric)} (all) {_fmt(r_all)} vs baseline "
+                f"{_fmt(b_all)} ({_signed(cast(float, _num(r_all)) - cast(float, _num(b_all)))})"
+            )
         out.append(line)
     else:
         base = f" ({_params_text(baseline.get('params'))})" if isinstance(baseline, Mapping) else ""
@@ -469,13 +535,28 @@ def render_markdown(results: Mapping[str, Any], *, charts: bool = True) -> str:
     title = f"# hybridmem evaluation — {ds.get('name') or 'dataset'}"
     if ds.get("split"):
         title += f" ({ds['split']})"
-    blocks = [[title, "", _header_line(results)], _overall_section(results), _category_section(results),
-              _language_section(results), _comparison_section(results), _reference_section(results), _target_section(results),
-              _sweep_section(results), _notes_section(results)]
+    blocks = [
+        [title, "", _header_line(results)],
+        _overall_section(results),
+        _category_section(results),
+        _language_section(results),
+        _comparison_section(results),
+        _reference_section(results),
+        _target_section(results),
+        _sweep_section(results),
+        _notes_section(results),
+    ]
     if charts:
         by_cat = "MRR@10 and nDCG@10 per category" if _has_categories(results) else "MRR@10 and nDCG@10"
-        blocks.append(["## Charts", "", f"![{by_cat} per mode](metric_by_category.png)", "",
-                       "![Recall@k per mode](recall_curve.png)"])
+        blocks.append(
+            [
+                "## Charts",
+                "",
+                f"![{by_cat} per mode](metric_by_category.png)",
+                "",
+                "![Recall@k per mode](recall_curve.png)",
+            ]
+        )
     return "\n\n".join("\n".join(b) for b in blocks if b) + "\n"
 
 
@@ -486,12 +567,19 @@ def _bar_labels(ax: Any, bars: Any, values: Sequence[float | None], fontsize: fl
     for bar, v in zip(bars, values):
         if v is None:
             continue
-        ax.annotate(f"{v:.3f}"[1:] if 0 <= v < 1 else f"{v:.3f}",
-                    (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                    fontsize=fontsize, rotation=90 if rotate else 0, zorder=4,
-                    # a light box keeps the label readable over grid and reference lines
-                    bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+        ax.annotate(
+            f"{v:.3f}"[1:] if 0 <= v < 1 else f"{v:.3f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            xytext=(0, 2),
+            textcoords="offset points",
+            ha="center",
+            va="bottom",
+            fontsize=fontsize,
+            rotation=90 if rotate else 0,
+            zorder=4,
+            # a light box keeps the label readable over grid and reference lines
+            bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7},
+        )
 
 
 def _empty(ax: Any, text: str) -> None:
@@ -528,8 +616,13 @@ def plot_metric_by_category(results: Mapping[str, Any], path: Path) -> Path:
             ymax = max(ymax, *(v or 0.0 for v in vals))
         labels = [f"{c}\n(n={_int(_category_count(results, c))})" for c in cats]
         many = len(cats) > 5
-        ax.set_xticks(range(len(cats)), labels, rotation=30 if many else 0, ha="right" if many else "center",
-                      fontsize=8 if many else 9)
+        ax.set_xticks(
+            range(len(cats)),
+            labels,
+            rotation=30 if many else 0,
+            ha="right" if many else "center",
+            fontsize=8 if many else 9,
+        )
         ax.set_xlabel("query category" if len(cats) > 1 else "")
         ax.grid(axis="y", alpha=0.3)
         ax.set_axisbelow(True)
@@ -544,8 +637,14 @@ def plot_metric_by_category(results: Mapping[str, Any], path: Path) -> Path:
         axes[0].set_ylim(0, min(1.0, ymax) * 1.18 + 0.02 if ymax > 0 else 1.0)
         handles, labels = axes[0].get_legend_handles_labels()
         # own row under the title, so long titles never run into it
-        fig.legend(handles, labels, loc="upper center", ncol=len(ok), frameon=False,
-                   bbox_to_anchor=(0.5, 1 - (0.4 + extra) / fig.get_figheight()))
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            ncol=len(ok),
+            frameon=False,
+            bbox_to_anchor=(0.5, 1 - (0.4 + extra) / fig.get_figheight()),
+        )
     fig.tight_layout(rect=(0, 0, 1, 1 - (0.6 + extra) / fig.get_figheight()))
     path = Path(path)
     fig.savefig(path, dpi=DPI)
@@ -556,8 +655,11 @@ def plot_metric_by_category(results: Mapping[str, Any], path: Path) -> Path:
 def plot_recall_curve(results: Mapping[str, Any], path: Path) -> Path:
     """Recall@k against k (log x axis), one line per ok mode with a recall curve."""
     plt = _pyplot()
-    ok = {k: v for k, v in _ok_modes(results).items()
-          if (v.get("recall_curve") or {}).get("k") and (v.get("recall_curve") or {}).get("recall")}
+    ok = {
+        k: v
+        for k, v in _ok_modes(results).items()
+        if (v.get("recall_curve") or {}).get("k") and (v.get("recall_curve") or {}).get("recall")
+    }
     colors = _mode_colors(ok)
     fig, ax = plt.subplots(figsize=(8, 5))
     if not ok:
@@ -569,8 +671,16 @@ def plot_recall_curve(results: Mapping[str, Any], path: Path) -> Path:
             continue
         ks, rs = zip(*pairs)
         marks = [i for i, k in enumerate(ks) if k in (1, 5, 10, 100)]
-        ax.plot(ks, rs, label=f"{name} (R@{ks[-1]} = {rs[-1]:.3f})", color=colors[name], lw=2,
-                marker="o", markevery=marks or None, ms=4)
+        ax.plot(
+            ks,
+            rs,
+            label=f"{name} (R@{ks[-1]} = {rs[-1]:.3f})",
+            color=colors[name],
+            lw=2,
+            marker="o",
+            markevery=marks or None,
+            ms=4,
+        )
     if ok:
         ax.set_xscale("log")
         ax.set_xlabel("k (rank cut-off, log scale)")
@@ -579,12 +689,21 @@ def plot_recall_curve(results: Mapping[str, Any], path: Path) -> Path:
         top_k = _num(results.get("top_k"))
         if top_k:
             ax.axvline(top_k, color="0.5", ls="--", lw=1)
-            ax.annotate(f"top_k = {int(top_k)}", (top_k, 0.02), xytext=(4, 0), textcoords="offset points",
-                        fontsize=8, color="0.4")
+            ax.annotate(
+                f"top_k = {int(top_k)}",
+                (top_k, 0.02),
+                xytext=(4, 0),
+                textcoords="offset points",
+                fontsize=8,
+                color="0.4",
+            )
         from matplotlib.ticker import FixedLocator, ScalarFormatter
 
-        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-                 if t <= max(max(map(int, m["recall_curve"]["k"])) for m in ok.values())]
+        ticks = [
+            t
+            for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+            if t <= max(max(map(int, m["recall_curve"]["k"])) for m in ok.values())
+        ]
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.grid(True, which="major", alpha=0.3)
@@ -609,8 +728,9 @@ def write_report(results: Mapping[str, Any], out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "markdown": out_dir / "report.md"}
-    paths["json"].write_text(json.dumps(results, indent=2, ensure_ascii=False, default=_json_default) + "\n",
-                             encoding="utf-8")
+    paths["json"].write_text(
+        json.dumps(results, indent=2, ensure_ascii=False, default=_json_default) + "\n", encoding="utf-8"
+    )
     paths["metric_by_category"] = plot_metric_by_category(results, out_dir / "metric_by_category.png")
     paths["recall_curve"] = plot_recall_curve(results, out_dir / "recall_curve.png")
     paths["markdown"].write_text(render_markdown(results), encoding="utf-8")
@@ -629,11 +749,25 @@ def _run_modes(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _best_leg(run: Mapping[str, Any], metric: str = "ndcg@10") -> tuple[str | None, Mapping[str, Any] | None]:
     """The best single leg and the hybrid-vs-that-leg comparison, when the run has one."""
-    comp = next((c for c in run.get("comparisons") or []
-                 if isinstance(c, Mapping) and c.get("a") == "hybrid" and c.get("metric") == metric
-                 and (c.get("best_single_leg") or "best" in str(c.get("label", "")))), None)
-    comp = comp or next((c for c in run.get("comparisons") or []
-                         if isinstance(c, Mapping) and c.get("a") == "hybrid" and c.get("metric") == metric), None)
+    comp = next(
+        (
+            c
+            for c in run.get("comparisons") or []
+            if isinstance(c, Mapping)
+            and c.get("a") == "hybrid"
+            and c.get("metric") == metric
+            and (c.get("best_single_leg") or "best" in str(c.get("label", "")))
+        ),
+        None,
+    )
+    comp = comp or next(
+        (
+            c
+            for c in run.get("comparisons") or []
+            if isinstance(c, Mapping) and c.get("a") == "hybrid" and c.get("metric") == metric
+        ),
+        None,
+    )
     if comp is not None:
         return comp.get("b"), comp
     ok = _ok_modes(run)
@@ -664,16 +798,29 @@ def render_summary(runs: Sequence[Mapping[str, Any]]) -> str:
             h = _num(_metric(ok["hybrid"], metric)) if "hybrid" in ok else None
             diff = _signed(h - cast(float, _num(leg_val))) if h is not None and _num(leg_val) is not None else "—"
             p = "—"
-        refs = "; ".join(f"{_cell(r.get('system', '?'))} {_fmt(r.get('value'))}"
-                         for r in run.get("references") or []
-                         if isinstance(r, Mapping) and r.get("metric", metric) == metric)
+        refs = "; ".join(
+            f"{_cell(r.get('system', '?'))} {_fmt(r.get('value'))}"
+            for r in run.get("references") or []
+            if isinstance(r, Mapping) and r.get("metric", metric) == metric
+        )
         rows.append([name, _int(ds.get("queries")), *vals, leg_txt, diff, p, refs or "—"])
-    header = ["dataset", "queries", *(f"`{m}`" for m in modes), "best single leg", "hybrid − best leg",
-              "p (randomization)", "published"]
+    header = [
+        "dataset",
+        "queries",
+        *(f"`{m}`" for m in modes),
+        "best single leg",
+        "hybrid − best leg",
+        "p (randomization)",
+        "published",
+    ]
     embedders = sorted({str(r.get("embedder")) for r in runs if r.get("embedder")})
-    out = ["## Summary across datasets", "",
-           f"nDCG@10 per mode (best per dataset in **bold**; a bold difference is significant at {ALPHA:g})"
-           + (f"; embedder {', '.join(f'`{e}`' for e in embedders)}." if embedders else "."), ""]
+    out = [
+        "## Summary across datasets",
+        "",
+        f"nDCG@10 per mode (best per dataset in **bold**; a bold difference is significant at {ALPHA:g})"
+        + (f"; embedder {', '.join(f'`{e}`' for e in embedders)}." if embedders else "."),
+        "",
+    ]
     if runs:
         out.append(_table(header, rows, ["l", *["r"] * (len(header) - 2), "l"]))
     else:
@@ -708,8 +855,9 @@ def write_summary_chart(runs: Sequence[Mapping[str, Any]], path: Path) -> Path:
                     continue
                 ax.hlines(v, j - 0.45, j + 0.45, colors="black", linestyles="--", lw=1.2, label=ref_label, zorder=3)
                 ref_label = "_nolegend_"
-        ax.set_xticks(range(len(runs)), names, rotation=20 if len(runs) > 6 else 0,
-                      ha="right" if len(runs) > 6 else "center")
+        ax.set_xticks(
+            range(len(runs)), names, rotation=20 if len(runs) > 6 else 0, ha="right" if len(runs) > 6 else "center"
+        )
         ax.set_xlabel("dataset")
         ax.set_ylabel("nDCG@10 (mean over queries)")
         ax.set_ylim(0, 1.05)

@@ -6,5 +6,14 @@ from .extract import Entity, LLMExtractor, Relation, RuleExtractor, entity_key
 from .rag import GraphRAG, GraphReport, GraphStatus
 from .search import GlobalAnswer
 
-__all__ = ["GraphRAG", "GraphReport", "GraphStatus", "GlobalAnswer", "RuleExtractor", "LLMExtractor", "Entity",
-           "Relation", "entity_key"]
+__all__ = [
+    "GraphRAG",
+    "GraphReport",
+    "GraphStatus",
+    "GlobalAnswer",
+    "RuleExtractor",
+    "LLMExtractor",
+    "Entity",
+    "Relation",
+    "entity_key",
+]

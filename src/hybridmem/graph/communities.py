@@ -36,8 +36,9 @@ def undirected_weights(relations: Iterable[tuple[int, int, str, float, str]]) ->
     return dict(w)
 
 
-def to_networkx(entities: Mapping[int, tuple[Any, ...]],
-                relations: Iterable[tuple[int, int, str, float, str]]) -> nx.DiGraph:
+def to_networkx(
+    entities: Mapping[int, tuple[Any, ...]], relations: Iterable[tuple[int, int, str, float, str]]
+) -> nx.DiGraph:
     """The directed entity graph (cycles allowed); parallel relations of one pair keep their types."""
     g = nx.DiGraph()
     for eid, (key, name, typ, *_rest) in entities.items():
@@ -87,8 +88,14 @@ def detect_communities(
             else:
                 starting[str(n)] = fresh
                 fresh += 1
-    clusters = hierarchical_leiden(edges, starting_communities=starting, resolution=resolution,
-                                   max_cluster_size=max_cluster_size, seed=seed, iterations=1)
+    clusters = hierarchical_leiden(
+        edges,
+        starting_communities=starting,
+        resolution=resolution,
+        max_cluster_size=max_cluster_size,
+        seed=seed,
+        iterations=1,
+    )
     by: dict[tuple[int, int], set[int]] = defaultdict(set)
     parent_of: dict[tuple[int, int], tuple[int, int] | None] = {}
     for hc in clusters:

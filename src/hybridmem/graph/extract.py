@@ -83,11 +83,20 @@ class Extractor(Protocol):
 # ------------------------------------------------------------------------------ entity resolution
 #: alias → canonical key (after folding): variants of one thing that folding alone does not merge
 ALIASES = {
-    "postgres": "postgresql", "pg": "postgresql", "psql": "postgresql",
-    "k8s": "kubernetes", "kube": "kubernetes",
-    "prod": "production", "produccion": "production", "produktion": "production",
-    "stg": "staging", "preprod": "staging", "preproduction": "staging",
-    "redis-server": "redis", "mongo": "mongodb", "es": "elasticsearch",
+    "postgres": "postgresql",
+    "pg": "postgresql",
+    "psql": "postgresql",
+    "k8s": "kubernetes",
+    "kube": "kubernetes",
+    "prod": "production",
+    "produccion": "production",
+    "produktion": "production",
+    "stg": "staging",
+    "preprod": "staging",
+    "preproduction": "staging",
+    "redis-server": "redis",
+    "mongo": "mongodb",
+    "es": "elasticsearch",
 }
 _SEP = re.compile(r"[\s_\-]+")
 _HTTP = re.compile(r"^https?\s*[-_ ]?\s*(\d{3})$", re.I)
@@ -135,7 +144,10 @@ _ENTITY_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("error_code", re.compile(r"\b[A-Z][A-Z0-9]{1,7}-\d{2,6}\b")),
     ("error_code", re.compile(r"\b(?:E|ERR|ORA|SQLSTATE)[-_ ]?\d{3,5}\b")),
     ("cluster", re.compile(r"\b(?:cluster|Cluster|clúster|Clúster)[\s-]([A-Z0-9][\w-]{0,20})\b")),
-    ("environment", re.compile(r"\b(?:production|staging|préproduction|preproduction|Produktion|producción|development)\b", re.I)),
+    (
+        "environment",
+        re.compile(r"\b(?:production|staging|préproduction|preproduction|Produktion|producción|development)\b", re.I),
+    ),
     ("host", re.compile(r"\b[a-z][a-z0-9-]*-(?:\d{2,3}|prd|stg|dev)(?:-\d{2,3})?(?:\.[a-z0-9-]+)*\b")),
     ("host", re.compile(r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)+\.(?:internal|local|lan|corp|com|net|io|org|fr|de)\b")),
     ("service", re.compile(rf"\b[a-z][a-z0-9]*(?:-[a-z0-9]+)*-{_SERVICE_SUFFIX}\b")),
@@ -196,18 +208,109 @@ _REL_RE = [
     for t, p in RELATION_PATTERNS
 ]
 _GENERIC = {
-    "helio", "http", "https", "json", "yaml", "bash", "true", "false", "null", "none", "note", "notes",
-    "example", "exemple", "ejemplo", "beispiel", "step", "etape", "resume", "summary", "cause", "causes",
-    "resolution", "description", "message", "analyse", "analysis", "contexte", "context",
-    "i", "mr", "mrs", "ms", "dr", "oh", "yes", "no", "ok", "well", "so", "and", "but", "yeah", "um", "uh",
+    "helio",
+    "http",
+    "https",
+    "json",
+    "yaml",
+    "bash",
+    "true",
+    "false",
+    "null",
+    "none",
+    "note",
+    "notes",
+    "example",
+    "exemple",
+    "ejemplo",
+    "beispiel",
+    "step",
+    "etape",
+    "resume",
+    "summary",
+    "cause",
+    "causes",
+    "resolution",
+    "description",
+    "message",
+    "analyse",
+    "analysis",
+    "contexte",
+    "context",
+    "i",
+    "mr",
+    "mrs",
+    "ms",
+    "dr",
+    "oh",
+    "yes",
+    "no",
+    "ok",
+    "well",
+    "so",
+    "and",
+    "but",
+    "yeah",
+    "um",
+    "uh",
     # fillers of spoken transcripts and words capitalised at the start of a quoted sentence
-    "all", "like", "okay", "hey", "laughter", "applause", "right", "now", "then", "just", "also", "because",
-    "maybe", "actually", "really", "thanks", "thank", "great", "good", "sure", "wow", "hmm", "absolutely",
-    "exactly", "interesting", "anyway", "one", "two", "yep", "cool", "alright", "god", "gosh", "hello",
+    "all",
+    "like",
+    "okay",
+    "hey",
+    "laughter",
+    "applause",
+    "right",
+    "now",
+    "then",
+    "just",
+    "also",
+    "because",
+    "maybe",
+    "actually",
+    "really",
+    "thanks",
+    "thank",
+    "great",
+    "good",
+    "sure",
+    "wow",
+    "hmm",
+    "absolutely",
+    "exactly",
+    "interesting",
+    "anyway",
+    "one",
+    "two",
+    "yep",
+    "cool",
+    "alright",
+    "god",
+    "gosh",
+    "hello",
 }
 _CONTRACTION = re.compile(r"[’'](?:m|ve|d|ll|re|t|s)$", re.I)
-_WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february",
-             "march", "april", "may", "june", "july", "august", "september", "october", "november", "december"}
+_WEEKDAYS = {
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+}
 
 
 def _type_of_code(span: str) -> str:
@@ -254,7 +357,7 @@ class RuleExtractor:
                 surface = m.group(0)
                 if typ == "cluster":
                     surface = f"cluster {m.group(1)}"
-                elif typ == "config" and "." in surface and not "_" in surface:
+                elif typ == "config" and "." in surface and "_" not in surface:
                     # dotted words: keep config keys (cache.ttl), drop file names and domains
                     if _FILE_EXT.search(surface) or _DOMAIN_TLD.search(surface) or surface.count(".") < 1:
                         continue
@@ -445,8 +548,11 @@ class LLMExtractor:
                             continue
                         for name in (r.source, r.target):  # a relation end the model did not list
                             ents.setdefault(entity_key(name), Entity(name, "unknown"))
-                        rels.append(Relation(r.source, r.target, r.type.lower().replace(" ", "_"), r.description,
-                                             max(r.weight, 0.1)))
+                        rels.append(
+                            Relation(
+                                r.source, r.target, r.type.lower().replace(" ", "_"), r.description, max(r.weight, 0.1)
+                            )
+                        )
                 # co-occurrence of the LLM's entities, as the rule extractor would add it
                 names = sorted(ents.values(), key=lambda e: e.key)[:MAX_COOCCUR_ENTITIES]
                 for a_i, a in enumerate(names):

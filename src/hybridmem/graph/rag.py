@@ -117,8 +117,9 @@ class GraphRAG:
     ``namespace`` turns an optional namespace into a checked one (the memory's default when None);
     ``llm`` returns the memory's chat model (None: offline paths)."""
 
-    def __init__(self, store: Store, *, namespace: Callable[[str | None], str],
-                 llm: Callable[[], ChatModel | None]) -> None:
+    def __init__(
+        self, store: Store, *, namespace: Callable[[str | None], str], llm: Callable[[], ChatModel | None]
+    ) -> None:
         self.store = store
         self._namespace = namespace
         self._llm = llm
@@ -158,25 +159,23 @@ class GraphRAG:
         """
         t0 = time.perf_counter()
         ns = self._ns(namespace)
-        model = self._model(llm)
-        ext = self._extractor(extractor, model, batch_size)
-        use_llm_summary = self._pick(summarizer, "summarizer", ("extractive", "llm"), model) == "llm"
-        if use_llm_summary and model is None:
-            raise ValidationError("summarizer 'llm' needs an LLM (set HYBRIDMEM_LLM or pass llm=)", field="summarizer")
+        model, ext, use_llm_summary = self._models(llm, extractor, summarizer, batch_size)
         state = self.gstore.state(ns)
-        params = self._params(state, rebuild, max_cluster_size=max_cluster_size, max_levels=max_levels,
-                              resolution=resolution)
+        params = self._params(
+            state, rebuild, max_cluster_size=max_cluster_size, max_levels=max_levels, resolution=resolution
+        )
         if ns not in self.store.namespaces():
             raise NotFoundError(f"namespace {ns!r} is empty: add documents before building its graph")
-        report = GraphReport(namespace=ns, extractor=ext.name,
-                             summarizer=model.name if use_llm_summary and model is not None else "extractive")
+        summarizer_name = model.name if use_llm_summary and model is not None else "extractive"
+        report = GraphReport(namespace=ns, extractor=ext.name, summarizer=summarizer_name)
         usage = Usage()
         if rebuild:
             self.gstore.clear(ns)
         # 1. extraction of the chunks not in the graph yet
         t1 = time.perf_counter()
-        report.chunks_extracted = self._extract_pending(ns, ext, 64 if isinstance(ext, RuleExtractor) else batch_size * 4,
-                                                        usage, progress)
+        report.chunks_extracted = self._extract_pending(
+            ns, ext, 64 if isinstance(ext, RuleExtractor) else batch_size * 4, usage, progress
+        )
         report.extract_s = round(time.perf_counter() - t1, 3)
         self.gstore.refresh_provenance(ns)
         # 2. communities
@@ -199,17 +198,33 @@ class GraphRAG:
         if previous and not rebuild and same_params:
             kept, comms = self._redetect_locally(previous, data, hashes, weights, params)
         else:
-            comms = detect_communities(weights, max_cluster_size=int(params["max_cluster_size"]),
-                                       max_levels=int(params["max_levels"]), resolution=float(params["resolution"]),
-                                       seed=int(params["seed"]))
+            comms = detect_communities(
+                weights,
+                max_cluster_size=int(params["max_cluster_size"]),
+                max_levels=int(params["max_levels"]),
+                resolution=float(params["resolution"]),
+                seed=int(params["seed"]),
+            )
         report.detect_s = round(time.perf_counter() - t2, 3)
         # 3. summaries, bottom-up, reused when the fingerprint did not change
         t3 = time.perf_counter()
-        stored = self._summaries(comms, kept, previous, data, hashes, model if use_llm_summary else None,
-                                 usage, report, progress)
+        stored = self._summaries(
+            comms, kept, previous, data, hashes, model if use_llm_summary else None, usage, report, progress
+        )
         report.summarize_s = round(time.perf_counter() - t3, 3)
         self.gstore.write_communities(ns, stored, params)
         return self._finish(report, ns, stored, usage, t0)
+
+    def _models(
+        self, llm: str | ChatModel | None, extractor: str | Extractor | None, summarizer: str | None, batch_size: int
+    ) -> tuple[ChatModel | None, Extractor, bool]:
+        """The chat model, the extractor and whether summaries come from the model."""
+        model = self._model(llm)
+        ext = self._extractor(extractor, model, batch_size)
+        use_llm_summary = self._pick(summarizer, "summarizer", ("extractive", "llm"), model) == "llm"
+        if use_llm_summary and model is None:
+            raise ValidationError("summarizer 'llm' needs an LLM (set HYBRIDMEM_LLM or pass llm=)", field="summarizer")
+        return model, ext, use_llm_summary
 
     @staticmethod
     def _params(state: dict[str, Any] | None, rebuild: bool, **given: float | int | None) -> dict[str, Any]:
@@ -223,8 +238,9 @@ class GraphRAG:
             raise ValidationError("resolution must be > 0", field="resolution")
         return params
 
-    def _extract_pending(self, ns: str, ext: Extractor, step: int, usage: Usage,
-                         progress: Callable[[str, int, int | None], None] | None) -> int:
+    def _extract_pending(
+        self, ns: str, ext: Extractor, step: int, usage: Usage, progress: Callable[[str, int, int | None], None] | None
+    ) -> int:
         """Extract every chunk not in the graph yet, ``step`` at a time; returns how many."""
         total = self.gstore.pending_count(ns)
         done = 0
@@ -243,9 +259,18 @@ class GraphRAG:
             if progress:
                 progress("extract", len(chunks), total)
 
-    def _summaries(self, comms: list[Any], kept: list[StoredCommunity], previous: list[StoredCommunity], data: Any,
-                   hashes: dict[str, str | None], model: ChatModel | None, usage: Usage, report: GraphReport,
-                   progress: Callable[[str, int, int | None], None] | None) -> list[StoredCommunity]:
+    def _summaries(
+        self,
+        comms: list[Any],
+        kept: list[StoredCommunity],
+        previous: list[StoredCommunity],
+        data: Any,
+        hashes: dict[str, str | None],
+        model: ChatModel | None,
+        usage: Usage,
+        report: GraphReport,
+        progress: Callable[[str, int, int | None], None] | None,
+    ) -> list[StoredCommunity]:
         """Every community with its summary, bottom-up: an unchanged fingerprint keeps its summary
         (no model call) unless an LLM summary is wanted where there was an extractive one."""
         use_llm_summary = model is not None
@@ -259,8 +284,14 @@ class GraphRAG:
             prev = old.get(fp)
             want_model = model.name if model is not None else "extractive"
             if prev is not None and (prev.summary_model == want_model or not use_llm_summary):
-                s = Summary(c.community_id, prev.title, prev.summary, prev.chunk_ids, prev.importance,
-                            prev.summary_model or "extractive")
+                s = Summary(
+                    c.community_id,
+                    prev.title,
+                    prev.summary,
+                    prev.chunk_ids,
+                    prev.importance,
+                    prev.summary_model or "extractive",
+                )
                 summarized_at = prev.summarized_at
                 report.summaries_reused += 1
             else:
@@ -268,21 +299,43 @@ class GraphRAG:
                 summarized_at = _now()
                 report.summaries_made += 1
             done[c.community_id] = s
-            stored.append(StoredCommunity(c.community_id, c.level, c.parent, sorted(keys), fp, s.title, s.text,
-                                          s.chunk_ids, s.importance, s.model, summarized_at))
+            stored.append(
+                StoredCommunity(
+                    c.community_id,
+                    c.level,
+                    c.parent,
+                    sorted(keys),
+                    fp,
+                    s.title,
+                    s.text,
+                    s.chunk_ids,
+                    s.importance,
+                    s.model,
+                    summarized_at,
+                )
+            )
             if progress:
                 progress("summarize", 1, len(comms))
         return stored
 
-    def _redetect_locally(self, previous: list[StoredCommunity], data: Any, hashes: dict[str, str | None],
-                          weights: dict[tuple[int, int], float], params: dict[str, Any]) -> tuple[list[StoredCommunity], list[Any]]:
+    def _redetect_locally(
+        self,
+        previous: list[StoredCommunity],
+        data: Any,
+        hashes: dict[str, str | None],
+        weights: dict[tuple[int, int], float],
+        params: dict[str, Any],
+    ) -> tuple[list[StoredCommunity], list[Any]]:
         """Incremental community detection: top-level communities whose fingerprint still holds
         are kept with all their descendants (and summaries); Leiden runs again only on the entities
         of the changed ones plus entities not placed yet. New communities get fresh ids."""
         top_level = min(c.level for c in previous)
         tops = [c for c in previous if c.level == top_level]
-        changed = {c.community_id for c in tops
-                   if any(k not in hashes for k in c.members) or fingerprint(c.members, hashes) != c.fingerprint}
+        changed = {
+            c.community_id
+            for c in tops
+            if any(k not in hashes for k in c.members) or fingerprint(c.members, hashes) != c.fingerprint
+        }
         kids: dict[str, list[StoredCommunity]] = {}
         c: StoredCommunity | Community  # the kept communities, then the new ones
         for c in previous:
@@ -299,9 +352,13 @@ class GraphRAG:
         region = {key_to_id[k] for c in tops if c.community_id in changed for k in c.members if k in key_to_id}
         region |= {eid for k, eid in key_to_id.items() if k not in placed}
         sub = {(a, b): w for (a, b), w in weights.items() if a in region and b in region}
-        comms = detect_communities(sub, max_cluster_size=int(params["max_cluster_size"]),
-                                   max_levels=int(params["max_levels"]), resolution=float(params["resolution"]),
-                                   seed=int(params["seed"]))
+        comms = detect_communities(
+            sub,
+            max_cluster_size=int(params["max_cluster_size"]),
+            max_levels=int(params["max_levels"]),
+            resolution=float(params["resolution"]),
+            seed=int(params["seed"]),
+        )
         # fresh ids after the kept ones, level by level
         nxt: dict[int, int] = {}
         for c in kept:
@@ -318,8 +375,9 @@ class GraphRAG:
             c.children = [rename[x] for x in c.children]
         return kept, comms
 
-    def _finish(self, report: GraphReport, ns: str, stored: list[StoredCommunity], usage: Usage,
-                t0: float) -> GraphReport:
+    def _finish(
+        self, report: GraphReport, ns: str, stored: list[StoredCommunity], usage: Usage, t0: float
+    ) -> GraphReport:
         counts = self.gstore.counts(ns)
         report.entities, report.relations = counts["entities"], counts["relations"]
         report.cooccurrence_edges = counts["cooccurrence_edges"]
@@ -330,8 +388,9 @@ class GraphRAG:
         report.took_s = round(time.perf_counter() - t0, 3)
         return report
 
-    def _prune(self, ns: str, previous: list[StoredCommunity],
-               hashes: dict[str, str | None]) -> tuple[int, list[StoredCommunity]]:
+    def _prune(
+        self, ns: str, previous: list[StoredCommunity], hashes: dict[str, str | None]
+    ) -> tuple[int, list[StoredCommunity]]:
         """Communities after deletions only: deleted entities leave their communities (empty ones
         go), citations of deleted chunks leave the summaries; fingerprints are recomputed."""
         cited = sorted({x for c in previous for x in c.chunk_ids})
@@ -356,9 +415,19 @@ class GraphRAG:
                     for d in dead:
                         ln = ln.replace(f" [{d}]", "").replace(f"[{d}]", "")
                     lines.append(ln)
-                c = StoredCommunity(c.community_id, c.level, c.parent, members, fp, c.title, "\n".join(lines),
-                                    [x for x in c.chunk_ids if x in alive], c.importance, c.summary_model,
-                                    c.summarized_at)
+                c = StoredCommunity(
+                    c.community_id,
+                    c.level,
+                    c.parent,
+                    members,
+                    fp,
+                    c.title,
+                    "\n".join(lines),
+                    [x for x in c.chunk_ids if x in alive],
+                    c.importance,
+                    c.summary_model,
+                    c.summarized_at,
+                )
             kept.append(c)
         for c in kept:
             if c.parent in gone_ids:
@@ -380,8 +449,9 @@ class GraphRAG:
         best = sorted(score, key=lambda r: (-score[r], r))[:40]
         rows = self.store.fetch(best)
         texts = {r: (row.chunk_id, row.text) for r, row in rows.items()}
-        inp = build_input(c.community_id, c.level, c.members, data.entities, data.mentions, data.relations, texts,
-                          children)
+        inp = build_input(
+            c.community_id, c.level, c.members, data.entities, data.mentions, data.relations, texts, children
+        )
         if model is None:
             return extractive_summary(inp)
         try:
@@ -413,7 +483,9 @@ class GraphRAG:
         pick = self._pick(extractor, "extractor", ("rules", "llm"), model)
         if pick == "llm":
             if model is None:
-                raise ValidationError("extractor 'llm' needs an LLM (set HYBRIDMEM_LLM or pass llm=)", field="extractor")
+                raise ValidationError(
+                    "extractor 'llm' needs an LLM (set HYBRIDMEM_LLM or pass llm=)", field="extractor"
+                )
             return LLMExtractor(model, batch_size=batch_size)
         return RuleExtractor()
 
@@ -426,28 +498,44 @@ class GraphRAG:
         counts = self.gstore.counts(ns)
         comms = self.gstore.communities(ns)
         hashes = self.gstore.entity_hashes(ns)
-        stale = sum(1 for c in comms if fingerprint(c.members, hashes) != c.fingerprint
-                    or any(k not in hashes for k in c.members))
+        stale = sum(
+            1
+            for c in comms
+            if fingerprint(c.members, hashes) != c.fingerprint or any(k not in hashes for k in c.members)
+        )
         times = sorted(c.summarized_at for c in comms if c.summarized_at)
         models: dict[str, int] = {}
         for c in comms:
             models[c.summary_model or "?"] = models.get(c.summary_model or "?", 0) + 1
         return GraphStatus(
-            namespace=ns, built=state["built_at"] is not None, built_at=state["built_at"],
-            entities=counts["entities"], stale_entities=counts["stale_entities"], relations=counts["relations"],
-            cooccurrence_edges=counts["cooccurrence_edges"], chunks_extracted=self.gstore.extracted_count(ns),
-            chunks_pending=self.gstore.pending_count(ns), communities=len(comms),
-            fresh_communities=len(comms) - stale, stale_communities=stale,
-            levels=sorted({c.level for c in comms}), oldest_summary=times[0] if times else None,
-            newest_summary=times[-1] if times else None, oldest_summary_age_s=_age(times[0] if times else None),
-            summarizers=models, params=state["params"],
+            namespace=ns,
+            built=state["built_at"] is not None,
+            built_at=state["built_at"],
+            entities=counts["entities"],
+            stale_entities=counts["stale_entities"],
+            relations=counts["relations"],
+            cooccurrence_edges=counts["cooccurrence_edges"],
+            chunks_extracted=self.gstore.extracted_count(ns),
+            chunks_pending=self.gstore.pending_count(ns),
+            communities=len(comms),
+            fresh_communities=len(comms) - stale,
+            stale_communities=stale,
+            levels=sorted({c.level for c in comms}),
+            oldest_summary=times[0] if times else None,
+            newest_summary=times[-1] if times else None,
+            oldest_summary_age_s=_age(times[0] if times else None),
+            summarizers=models,
+            params=state["params"],
         )
 
     def stale_community_ids(self, namespace: str | None = None) -> set[str]:
         ns = self._ns(namespace)
         hashes = self.gstore.entity_hashes(ns)
-        return {c.community_id for c in self.gstore.communities(ns)
-                if fingerprint(c.members, hashes) != c.fingerprint or any(k not in hashes for k in c.members)}
+        return {
+            c.community_id
+            for c in self.gstore.communities(ns)
+            if fingerprint(c.members, hashes) != c.fingerprint or any(k not in hashes for k in c.members)
+        }
 
     def communities(self, namespace: str | None = None, level: int | None = None) -> list[StoredCommunity]:
         return self.gstore.communities(self._ns(namespace), level)
@@ -477,10 +565,14 @@ class GraphRAG:
         out_rel.sort(key=lambda r: (r["type"] == "co_occurs", -r["weight"]))
         in_rel.sort(key=lambda r: (r["type"] == "co_occurs", -r["weight"]))
         return {
-            "name": ename, "key": k, "type": typ, "description": desc,
+            "name": ename,
+            "key": k,
+            "type": typ,
+            "description": desc,
             "chunks": sorted(r.chunk_id for r in rows.values()),
             "documents": sorted({r.doc_id for r in rows.values()}),
-            "relations_out": out_rel[:limit], "relations_in": in_rel[:limit],
+            "relations_out": out_rel[:limit],
+            "relations_in": in_rel[:limit],
             "communities": [c.community_id for c in self.gstore.communities(ns) if k in c.members],
         }
 
@@ -511,22 +603,57 @@ class GraphRAG:
             for n, a in g.nodes(data=True):
                 h.add_node(a["key"], **{k: v for k, v in a.items() if k != "key"})
             for s, d, a in g.edges(data=True):
-                h.add_edge(g.nodes[s]["key"], g.nodes[d]["key"], weight=a["weight"], types=",".join(a["types"]),
-                           description=a.get("description", ""))
+                h.add_edge(
+                    g.nodes[s]["key"],
+                    g.nodes[d]["key"],
+                    weight=a["weight"],
+                    types=",".join(a["types"]),
+                    description=a.get("description", ""),
+                )
             return "\n".join(nx.generate_graphml(h))
         ns = self._ns(namespace)
-        return json.dumps({
-            "namespace": ns,
-            "entities": [{"key": a["key"], "name": a["name"], "type": a["type"], "chunks": a["chunks"].split(),
-                          **{k: v for k, v in a.items() if k.startswith("community_")}} for _, a in g.nodes(data=True)],
-            "relations": [{"source": g.nodes[s]["key"], "target": g.nodes[d]["key"], "types": a["types"],
-                           "weight": a["weight"], "description": a.get("description", "")}
-                          for s, d, a in g.edges(data=True)],
-            "communities": [{"id": c.community_id, "level": c.level, "parent": c.parent, "title": c.title,
-                             "size": len(c.members), "fingerprint": c.fingerprint, "summary": c.summary,
-                             "chunk_ids": c.chunk_ids, "summary_model": c.summary_model,
-                             "summarized_at": c.summarized_at} for c in self.gstore.communities(ns)],
-        }, ensure_ascii=False, indent=1)
+        return json.dumps(
+            {
+                "namespace": ns,
+                "entities": [
+                    {
+                        "key": a["key"],
+                        "name": a["name"],
+                        "type": a["type"],
+                        "chunks": a["chunks"].split(),
+                        **{k: v for k, v in a.items() if k.startswith("community_")},
+                    }
+                    for _, a in g.nodes(data=True)
+                ],
+                "relations": [
+                    {
+                        "source": g.nodes[s]["key"],
+                        "target": g.nodes[d]["key"],
+                        "types": a["types"],
+                        "weight": a["weight"],
+                        "description": a.get("description", ""),
+                    }
+                    for s, d, a in g.edges(data=True)
+                ],
+                "communities": [
+                    {
+                        "id": c.community_id,
+                        "level": c.level,
+                        "parent": c.parent,
+                        "title": c.title,
+                        "size": len(c.members),
+                        "fingerprint": c.fingerprint,
+                        "summary": c.summary,
+                        "chunk_ids": c.chunk_ids,
+                        "summary_model": c.summary_model,
+                        "summarized_at": c.summarized_at,
+                    }
+                    for c in self.gstore.communities(ns)
+                ],
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
 
     # ------------------------------------------------------------------ write hook (staleness on add)
     def on_write(self, namespace: str, chunk_texts: list[str]) -> int:
@@ -632,17 +759,33 @@ class GraphRAG:
         if pending:
             notes.append(f"{pending} chunks were added or changed since the graph was updated")
         return GlobalAnswer(
-            question=question, answer=answer.strip(), found=found, level=lvl, community_ids=comm_ids,
-            chunk_ids=chunk_ids, points=points, communities_used=len(chosen), communities_total=len(pool),
-            stale=bool(stale_ids) or pending > 0, answerer=answerer, notes=notes,
+            question=question,
+            answer=answer.strip(),
+            found=found,
+            level=lvl,
+            community_ids=comm_ids,
+            chunk_ids=chunk_ids,
+            points=points,
+            communities_used=len(chosen),
+            communities_total=len(pool),
+            stale=bool(stale_ids) or pending > 0,
+            answerer=answerer,
+            notes=notes,
             prompt_tokens=usage.prompt_tokens if usage.calls else estimate_tokens("x" * prompt_chars),
-            usage=usage if usage.calls else None, namespace=ns,
+            usage=usage if usage.calls else None,
+            namespace=ns,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
 
     @staticmethod
-    def _map(question: str, chosen: list[StoredCommunity], map_batch: int, model: ChatModel | None, usage: Usage,
-             notes: list[str]) -> tuple[list[MapPoint], int]:
+    def _map(
+        question: str,
+        chosen: list[StoredCommunity],
+        map_batch: int,
+        model: ChatModel | None,
+        usage: Usage,
+        notes: list[str],
+    ) -> tuple[list[MapPoint], int]:
         """The map step: rated key points from ``map_batch`` summaries per call (extractive without
         a model, or when a call fails), the best 12 kept; and the prompt characters sent."""
         points: list[MapPoint] = []
@@ -666,8 +809,9 @@ class GraphRAG:
         return sorted((p for p in points if p.score > 0), key=lambda p: -p.score)[:12], prompt_chars
 
     @staticmethod
-    def _reduce(msgs: list[Any], model: ChatModel, known: set[str], all_chunks: set[str], usage: Usage,
-                notes: list[str]) -> tuple[str, str, list[str], list[str]] | None:
+    def _reduce(
+        msgs: list[Any], model: ChatModel, known: set[str], all_chunks: set[str], usage: Usage, notes: list[str]
+    ) -> tuple[str, str, list[str], list[str]] | None:
         """The reduce step by the model: (answer, answerer, community ids, chunk ids) with invented
         citations removed; None when the call fails (the caller answers extractively)."""
         try:
@@ -690,8 +834,9 @@ class GraphRAG:
         return answer, model.name, comm_ids, chunk_ids
 
     # ------------------------------------------------------------------ picture
-    def plot(self, path: str, namespace: str | None = None, *, top: int = 8, max_nodes: int = 300,
-             level: int | None = None) -> dict[str, Any]:
+    def plot(
+        self, path: str, namespace: str | None = None, *, top: int = 8, max_nodes: int = 300, level: int | None = None
+    ) -> dict[str, Any]:
         """A PNG of the ``top`` largest communities: nodes coloured by community, sized by degree."""
         import matplotlib
 
@@ -719,11 +864,19 @@ class GraphRAG:
         cmap = plt.get_cmap("tab10" if len(chosen) <= 10 else "tab20")
         deg = dict(sub.degree())
         nx.draw_networkx_edges(sub, pos, ax=ax, alpha=0.15, width=0.6)
-        nx.draw_networkx_nodes(sub, pos, ax=ax, node_color=[cmap(colour[n] % cmap.N) for n in sub.nodes],
-                               node_size=[20 + 12 * deg[n] for n in sub.nodes], alpha=0.85, linewidths=0)
+        nx.draw_networkx_nodes(
+            sub,
+            pos,
+            ax=ax,
+            node_color=[cmap(colour[n] % cmap.N) for n in sub.nodes],
+            node_size=[20 + 12 * deg[n] for n in sub.nodes],
+            alpha=0.85,
+            linewidths=0,
+        )
         label_nodes = sorted(sub.nodes, key=lambda n: -deg[n])[:40]
-        nx.draw_networkx_labels(sub, pos, ax=ax, labels={n: sub.nodes[n]["name"][:24] for n in label_nodes},
-                                font_size=7)
+        nx.draw_networkx_labels(
+            sub, pos, ax=ax, labels={n: sub.nodes[n]["name"][:24] for n in label_nodes}, font_size=7
+        )
         for i, c in enumerate(chosen):
             ax.scatter([], [], color=cmap(i % cmap.N), label=f"{c.community_id}: {c.title[:40]}")
         ax.legend(loc="lower left", fontsize=7, frameon=False)
@@ -732,5 +885,9 @@ class GraphRAG:
         fig.tight_layout()
         fig.savefig(path)
         plt.close(fig)
-        return {"path": str(path), "nodes": sub.number_of_nodes(), "edges": sub.number_of_edges(),
-                "communities": [c.community_id for c in chosen]}
+        return {
+            "path": str(path),
+            "nodes": sub.number_of_nodes(),
+            "edges": sub.number_of_edges(),
+            "communities": [c.community_id for c in chosen],
+        }

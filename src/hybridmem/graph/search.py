@@ -20,8 +20,15 @@ from .communities import undirected_weights
 from .extract import RuleExtractor, entity_key
 from .store import GraphData, StoredCommunity
 
-__all__ = ["LocalGraphIndex", "GlobalAnswer", "MapPoint", "rank_communities", "estimate_tokens",
-           "map_messages", "reduce_messages"]
+__all__ = [
+    "LocalGraphIndex",
+    "GlobalAnswer",
+    "MapPoint",
+    "rank_communities",
+    "estimate_tokens",
+    "map_messages",
+    "reduce_messages",
+]
 
 _QWORD = re.compile(r"[\w][\w'’./:-]*[\w]|[\w]")
 
@@ -189,14 +196,18 @@ _REDUCE_SYSTEM = (
 
 def map_messages(question: str, batch: Sequence[StoredCommunity]) -> list[Message]:
     body = "\n\n".join(f"[{c.community_id}] {c.title}\n{c.summary}" for c in batch)
-    return [{"role": "system", "content": _MAP_SYSTEM},
-            {"role": "user", "content": f"Question: {question}\n\nCommunity reports:\n\n{body}"}]
+    return [
+        {"role": "system", "content": _MAP_SYSTEM},
+        {"role": "user", "content": f"Question: {question}\n\nCommunity reports:\n\n{body}"},
+    ]
 
 
 def reduce_messages(question: str, points: Sequence[MapPoint]) -> list[Message]:
     body = "\n".join(f"- ({p.score:.0f}) [{p.community_id}] {p.answer}" for p in points)
-    return [{"role": "system", "content": _REDUCE_SYSTEM},
-            {"role": "user", "content": f"Question: {question}\n\nKey points:\n{body}"}]
+    return [
+        {"role": "system", "content": _REDUCE_SYSTEM},
+        {"role": "user", "content": f"Question: {question}\n\nKey points:\n{body}"},
+    ]
 
 
 def offline_map(question: str, batch: Sequence[StoredCommunity]) -> list[MapPoint]:
@@ -214,8 +225,13 @@ def offline_map(question: str, batch: Sequence[StoredCommunity]) -> list[MapPoin
             if s > 0 and s_rank > best_s:
                 best, best_s = ln, s_rank
         if best is not None:
-            points.append(MapPoint(community_id=c.community_id, answer=best.removeprefix("- ")[:2000],
-                                   score=round(min(100.0, max(0.0, 100 * best_s)), 1)))
+            points.append(
+                MapPoint(
+                    community_id=c.community_id,
+                    answer=best.removeprefix("- ")[:2000],
+                    score=round(min(100.0, max(0.0, 100 * best_s)), 1),
+                )
+            )
     return points
 
 

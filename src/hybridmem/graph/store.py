@@ -64,8 +64,10 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return []
-        sql = ("SELECT c.id, c.chunk_id, c.text FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-               "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id) ORDER BY c.id")
+        sql = (
+            "SELECT c.id, c.chunk_id, c.text FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+            "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id) ORDER BY c.id"
+        )
         params: list[Any] = [ns]
         if limit is not None:
             sql += " LIMIT ?"
@@ -76,9 +78,13 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return 0
-        return int(self.store.reader.execute(
-            "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-            "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id)", (ns,)).fetchone()[0])
+        return int(
+            self.store.reader.execute(
+                "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+                "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id)",
+                (ns,),
+            ).fetchone()[0]
+        )
 
     def extracted_count(self, namespace: str) -> int:
         ns = self._ns(namespace)
@@ -107,7 +113,9 @@ class GraphStore:
                     continue
                 written += 1
                 # re-extraction replaces what this chunk said before
-                old = [r[0] for r in db.execute("SELECT entity_id FROM graph_mentions WHERE chunk_rowid=?", (item.rowid,))]
+                old = [
+                    r[0] for r in db.execute("SELECT entity_id FROM graph_mentions WHERE chunk_rowid=?", (item.rowid,))
+                ]
                 touched.update(old)
                 db.execute("DELETE FROM graph_mentions WHERE chunk_rowid=?", (item.rowid,))
                 db.execute("DELETE FROM graph_relation_sources WHERE chunk_rowid=?", (item.rowid,))
@@ -125,7 +133,9 @@ class GraphStore:
                         "ELSE graph_entities.description END",
                         (ns, k, e.name, e.type, e.description),
                     )
-                    eid = int(db.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?", (ns, k)).fetchone()[0])
+                    eid = int(
+                        db.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?", (ns, k)).fetchone()[0]
+                    )
                     ids[k] = eid
                     touched.add(eid)
                     db.execute(
@@ -133,32 +143,44 @@ class GraphStore:
                         "DO UPDATE SET count = graph_mentions.count + excluded.count",
                         (eid, item.rowid, e.count),
                     )
-                for r in item.relations:
-                    s, d = ids.get(entity_key(r.source)), ids.get(entity_key(r.target))
-                    if s is None or d is None or s == d:
-                        continue
-                    db.execute(
-                        "INSERT INTO graph_relations (ns_id, src, dst, type, description) VALUES (?, ?, ?, ?, ?) "
-                        "ON CONFLICT (ns_id, src, dst, type) DO UPDATE SET description = CASE WHEN "
-                        "graph_relations.description = '' THEN excluded.description ELSE graph_relations.description END",
-                        (ns, s, d, r.type, r.description),
-                    )
-                    rid = db.execute("SELECT id FROM graph_relations WHERE ns_id=? AND src=? AND dst=? AND type=?",
-                                     (ns, s, d, r.type)).fetchone()[0]
-                    db.execute(
-                        "INSERT INTO graph_relation_sources VALUES (?, ?, ?) ON CONFLICT (relation_id, chunk_rowid) "
-                        "DO UPDATE SET weight = graph_relation_sources.weight + excluded.weight",
-                        (rid, item.rowid, r.weight),
-                    )
-                db.execute("INSERT INTO graph_chunks VALUES (?, ?, ?, ?) ON CONFLICT (chunk_rowid) DO UPDATE SET "
-                           "ns_id = excluded.ns_id, extractor = excluded.extractor, extracted_at = excluded.extracted_at",
-                           (item.rowid, ns, extractor, now))
+                self._write_relations(db, ns, item, ids)
+                db.execute(
+                    "INSERT INTO graph_chunks VALUES (?, ?, ?, ?) ON CONFLICT (chunk_rowid) DO UPDATE SET "
+                    "ns_id = excluded.ns_id, extractor = excluded.extractor, extracted_at = excluded.extracted_at",
+                    (item.rowid, ns, extractor, now),
+                )
             for eid in touched:
                 db.execute("UPDATE graph_entities SET stale = 1, prov_hash = NULL WHERE id=?", (eid,))
-            db.execute("DELETE FROM graph_entities WHERE ns_id=? AND stale = 1 AND NOT EXISTS "
-                       "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = graph_entities.id)", (ns,))
+            db.execute(
+                "DELETE FROM graph_entities WHERE ns_id=? AND stale = 1 AND NOT EXISTS "
+                "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = graph_entities.id)",
+                (ns,),
+            )
             db.execute("UPDATE graph_state SET version = version + 1 WHERE ns_id=?", (ns,))
         return written
+
+    @staticmethod
+    def _write_relations(db: Any, ns: int, item: ChunkExtraction, ids: dict[str, int]) -> None:
+        """The relations one chunk states between entities it mentions, with the chunk as a source."""
+        for r in item.relations:
+            s, d = ids.get(entity_key(r.source)), ids.get(entity_key(r.target))
+            if s is None or d is None or s == d:
+                continue
+            db.execute(
+                "INSERT INTO graph_relations (ns_id, src, dst, type, description) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (ns_id, src, dst, type) DO UPDATE SET description = CASE WHEN "
+                "graph_relations.description = '' THEN excluded.description ELSE graph_relations.description END",
+                (ns, s, d, r.type, r.description),
+            )
+            rid = db.execute(
+                "SELECT id FROM graph_relations WHERE ns_id=? AND src=? AND dst=? AND type=?",
+                (ns, s, d, r.type),
+            ).fetchone()[0]
+            db.execute(
+                "INSERT INTO graph_relation_sources VALUES (?, ?, ?) ON CONFLICT (relation_id, chunk_rowid) "
+                "DO UPDATE SET weight = graph_relation_sources.weight + excluded.weight",
+                (rid, item.rowid, r.weight),
+            )
 
     def refresh_provenance(self, namespace: str) -> int:
         """Recompute the provenance hash of stale entities (the hash of the text of the chunks that
@@ -168,12 +190,17 @@ class GraphStore:
             ns = store.namespace_id(namespace, db)
             if ns is None:
                 return 0
-            rows = db.execute("SELECT id FROM graph_entities WHERE ns_id=? AND (stale = 1 OR prov_hash IS NULL)",
-                              (ns,)).fetchall()
+            rows = db.execute(
+                "SELECT id FROM graph_entities WHERE ns_id=? AND (stale = 1 OR prov_hash IS NULL)", (ns,)
+            ).fetchall()
             for (eid,) in rows:
-                hashes = sorted(h for (h,) in db.execute(
-                    "SELECT c.text_hash FROM graph_mentions m JOIN chunks c ON c.id = m.chunk_rowid WHERE m.entity_id=?",
-                    (eid,)))
+                hashes = sorted(
+                    h
+                    for (h,) in db.execute(
+                        "SELECT c.text_hash FROM graph_mentions m JOIN chunks c ON c.id = m.chunk_rowid WHERE m.entity_id=?",
+                        (eid,),
+                    )
+                )
                 ph = hashlib.sha1("\n".join(hashes).encode()).hexdigest()[:16]
                 db.execute("UPDATE graph_entities SET prov_hash=?, stale=0 WHERE id=?", (ph, eid))
         return len(rows)
@@ -188,8 +215,10 @@ class GraphStore:
         with self.store.write_transaction() as db:
             for i in range(0, len(keys), 500):
                 part = list(keys[i : i + 500])
-                n += db.execute(f"UPDATE graph_entities SET stale = 1 WHERE ns_id=? AND key IN "
-                                f"({','.join('?' * len(part))})", [ns, *part]).rowcount
+                n += db.execute(
+                    f"UPDATE graph_entities SET stale = 1 WHERE ns_id=? AND key IN ({','.join('?' * len(part))})",
+                    [ns, *part],
+                ).rowcount
         return n
 
     def write_communities(self, namespace: str, communities: Sequence[StoredCommunity], params: dict[str, Any]) -> None:
@@ -201,13 +230,29 @@ class GraphStore:
             db.execute("DELETE FROM graph_communities WHERE ns_id=?", (ns,))
             db.executemany(
                 "INSERT INTO graph_communities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(ns, c.community_id, c.level, c.parent, json.dumps(c.members, ensure_ascii=False), c.fingerprint,
-                  c.title, c.summary, json.dumps(c.chunk_ids), c.importance, c.summary_model, c.summarized_at)
-                 for c in communities],
+                [
+                    (
+                        ns,
+                        c.community_id,
+                        c.level,
+                        c.parent,
+                        json.dumps(c.members, ensure_ascii=False),
+                        c.fingerprint,
+                        c.title,
+                        c.summary,
+                        json.dumps(c.chunk_ids),
+                        c.importance,
+                        c.summary_model,
+                        c.summarized_at,
+                    )
+                    for c in communities
+                ],
             )
             db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
-            db.execute("UPDATE graph_state SET built_at=?, params=?, version = version + 1 WHERE ns_id=?",
-                       (_now(), json.dumps(params), ns))
+            db.execute(
+                "UPDATE graph_state SET built_at=?, params=?, version = version + 1 WHERE ns_id=?",
+                (_now(), json.dumps(params), ns),
+            )
 
     # ------------------------------------------------------------------ reads
     def version(self, namespace: str) -> tuple[int, int]:
@@ -221,7 +266,9 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return None
-        row = self.store.reader.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (ns,)).fetchone()
+        row = self.store.reader.execute(
+            "SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (ns,)
+        ).fetchone()
         if row is None:
             return None
         return {"version": row[0], "built_at": row[1], "params": json.loads(row[2])}
@@ -232,24 +279,35 @@ class GraphStore:
         if ns is None:
             return GraphData(version, {}, {}, [])
         with self.store.snapshot() as db:  # one consistent snapshot
-            ents = {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in db.execute(
-                "SELECT id, key, name, type, prov_hash, description FROM graph_entities WHERE ns_id=? ORDER BY id", (ns,))}
+            ents = {
+                r[0]: (r[1], r[2], r[3], r[4], r[5])
+                for r in db.execute(
+                    "SELECT id, key, name, type, prov_hash, description FROM graph_entities WHERE ns_id=? ORDER BY id",
+                    (ns,),
+                )
+            }
             mentions: dict[int, dict[int, int]] = {}
             for eid, rid, cnt in db.execute(
                 "SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
-                "ON e.id = m.entity_id WHERE e.ns_id=? ORDER BY m.entity_id, m.chunk_rowid", (ns,)):
+                "ON e.id = m.entity_id WHERE e.ns_id=? ORDER BY m.entity_id, m.chunk_rowid",
+                (ns,),
+            ):
                 mentions.setdefault(eid, {})[rid] = cnt
             rels: list[tuple[int, int, str, float, str]] = []
             rel_chunks: dict[tuple[int, int, str], list[int]] = {}
             for rid, s, d, typ, desc, w in db.execute(
                 "SELECT r.id, r.src, r.dst, r.type, r.description, coalesce(sum(s.weight), 0) FROM graph_relations r "
-                "LEFT JOIN graph_relation_sources s ON s.relation_id = r.id WHERE r.ns_id=? GROUP BY r.id ORDER BY r.id", (ns,)):
+                "LEFT JOIN graph_relation_sources s ON s.relation_id = r.id WHERE r.ns_id=? GROUP BY r.id ORDER BY r.id",
+                (ns,),
+            ):
                 rels.append((s, d, typ, float(w), desc))
             if rels and len(rels) <= 200_000:
                 for s, d, typ, cr in db.execute(
                     "SELECT r.src, r.dst, r.type, s.chunk_rowid FROM graph_relations r JOIN graph_relation_sources s "
                     "ON s.relation_id = r.id WHERE r.ns_id=? AND r.type != 'co_occurs' "
-                    "ORDER BY r.id, s.chunk_rowid", (ns,)):
+                    "ORDER BY r.id, s.chunk_rowid",
+                    (ns,),
+                ):
                     rel_chunks.setdefault((s, d, typ), []).append(cr)
         return GraphData(version, ents, mentions, rels, rel_chunks)
 
@@ -257,23 +315,31 @@ class GraphStore:
         ns = self._ns(namespace)
         if ns is None:
             return []
-        sql = ("SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, importance, "
-               "summary_model, summarized_at FROM graph_communities WHERE ns_id=?")
+        sql = (
+            "SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, importance, "
+            "summary_model, summarized_at FROM graph_communities WHERE ns_id=?"
+        )
         params: list[Any] = [ns]
         if level is not None:
             sql += " AND level=?"
             params.append(level)
         sql += " ORDER BY level, importance DESC, community_id"
-        return [StoredCommunity(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]), r[8], r[9], r[10])
-                for r in self.store.reader.execute(sql, params)]
+        return [
+            StoredCommunity(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]), r[8], r[9], r[10])
+            for r in self.store.reader.execute(sql, params)
+        ]
 
     def entity_hashes(self, namespace: str) -> dict[str, str | None]:
         """entity key -> provenance hash (None when stale)."""
         ns = self._ns(namespace)
         if ns is None:
             return {}
-        return {k: (None if st else h) for k, h, st in self.store.reader.execute(
-            "SELECT key, prov_hash, stale FROM graph_entities WHERE ns_id=?", (ns,))}
+        return {
+            k: (None if st else h)
+            for k, h, st in self.store.reader.execute(
+                "SELECT key, prov_hash, stale FROM graph_entities WHERE ns_id=?", (ns,)
+            )
+        }
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self._ns(namespace)
@@ -300,10 +366,15 @@ class GraphStore:
             if ns is None:
                 return
             db.execute("DELETE FROM graph_chunks WHERE ns_id=?", (ns,))
-            db.execute("DELETE FROM graph_relation_sources WHERE relation_id IN "
-                       "(SELECT id FROM graph_relations WHERE ns_id=?)", (ns,))
+            db.execute(
+                "DELETE FROM graph_relation_sources WHERE relation_id IN "
+                "(SELECT id FROM graph_relations WHERE ns_id=?)",
+                (ns,),
+            )
             db.execute("DELETE FROM graph_relations WHERE ns_id=?", (ns,))
-            db.execute("DELETE FROM graph_mentions WHERE entity_id IN (SELECT id FROM graph_entities WHERE ns_id=?)", (ns,))
+            db.execute(
+                "DELETE FROM graph_mentions WHERE entity_id IN (SELECT id FROM graph_entities WHERE ns_id=?)", (ns,)
+            )
             db.execute("DELETE FROM graph_entities WHERE ns_id=?", (ns,))
             db.execute("DELETE FROM graph_communities WHERE ns_id=?", (ns,))
             db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
@@ -317,6 +388,11 @@ class GraphStore:
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            out.update(r[0] for r in self.store.reader.execute(
-                f"SELECT chunk_id FROM chunks WHERE ns_id=? AND chunk_id IN ({','.join('?' * len(part))})", [ns, *part]))
+            out.update(
+                r[0]
+                for r in self.store.reader.execute(
+                    f"SELECT chunk_id FROM chunks WHERE ns_id=? AND chunk_id IN ({','.join('?' * len(part))})",
+                    [ns, *part],
+                )
+            )
         return out

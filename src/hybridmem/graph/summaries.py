@@ -58,8 +58,9 @@ def _title(inp: SummaryInput) -> str:
     return " · ".join(names) or inp.community_id
 
 
-def extractive_summary(inp: SummaryInput, *, max_sentences: int = 4, max_entities: int = 8,
-                       max_relations: int = 6) -> Summary:
+def extractive_summary(
+    inp: SummaryInput, *, max_sentences: int = 4, max_entities: int = 8, max_relations: int = 6
+) -> Summary:
     """Offline summary: the most central entities, the strongest typed relations, and the sentences
     that mention most member entities (each with its chunk id)."""
     lines: list[str] = []
@@ -128,8 +129,10 @@ def summary_messages(inp: SummaryInput, *, max_chars: int = 6000) -> list[Messag
     if typed:
         parts.append("Relations:\n" + "\n".join(f"- {s} {t} {d}: {desc[:160]}" for s, d, t, _, desc in typed))
     if inp.children:
-        parts.append("Sub-community reports:\n" + "\n\n".join(
-            f"[{c.community_id}] {c.title}\n{c.text}" for c in inp.children[:12]))
+        parts.append(
+            "Sub-community reports:\n"
+            + "\n\n".join(f"[{c.community_id}] {c.title}\n{c.text}" for c in inp.children[:12])
+        )
     else:
         parts.append("Source chunks:\n" + "\n\n".join(f"[{cid}] {text[:800]}" for cid, text in inp.chunks[:6]))
     body = "\n\n".join(parts)[:max_chars]
@@ -175,7 +178,8 @@ def build_input(
             chunk_score[rid] += 1
     top_chunks = [r for r, _ in sorted(chunk_score.items(), key=lambda x: (-x[1], x[0]))[:40]]
     return SummaryInput(
-        community_id, level,
+        community_id,
+        level,
         [(entities[e][1], entities[e][2], int(deg[e])) for e in ordered],
         rels,
         [chunk_text[r] for r in top_chunks if r in chunk_text],

@@ -25,11 +25,22 @@ class HTTPStatusError(LLMError):
         self.status = status
 
 
-def post_json(url: str, body: dict[str, Any], headers: dict[str, str], timeout: float, *, what: str,
-              auth_hint: str = "") -> dict[str, Any]:
+def post_json(
+    url: str, body: dict[str, Any], headers: dict[str, str], timeout: float, *, what: str, auth_hint: str = ""
+) -> dict[str, Any]:
     data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    raw = post(url, data, headers, timeout, what=what, error=LLMError, status_error=HTTPStatusError,
-               retry_status=_RETRYABLE_STATUS, user_agent=_USER_AGENT, auth_hint=auth_hint)
+    raw = post(
+        url,
+        data,
+        headers,
+        timeout,
+        what=what,
+        error=LLMError,
+        status_error=HTTPStatusError,
+        retry_status=_RETRYABLE_STATUS,
+        user_agent=_USER_AGENT,
+        auth_hint=auth_hint,
+    )
     try:
         payload = json.loads(raw)
     except (ValueError, UnicodeDecodeError):

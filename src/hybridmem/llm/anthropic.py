@@ -42,8 +42,9 @@ class AnthropicChatModel(BaseChatModel):
             body["temperature"] = self.temperature
         tool = schema_name(schema) if schema is not None else None
         if schema is not None:
-            body["tools"] = [{"name": tool, "description": f"Return the {tool} object.",
-                              "input_schema": json_schema(schema)}]
+            body["tools"] = [
+                {"name": tool, "description": f"Return the {tool} object.", "input_schema": json_schema(schema)}
+            ]
             body["tool_choice"] = {"type": "tool", "name": tool}
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:

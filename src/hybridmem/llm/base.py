@@ -68,11 +68,13 @@ class ChatModel(Protocol):
 
     name: str
 
-    def complete(self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None,
-                 purpose: str | None = None) -> Completion: ...
+    def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None, purpose: str | None = None
+    ) -> Completion: ...
 
-    async def acomplete(self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None,
-                        purpose: str | None = None) -> Completion: ...
+    async def acomplete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None, purpose: str | None = None
+    ) -> Completion: ...
 
 
 @dataclass
@@ -115,8 +117,10 @@ def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return [strict_schema(x) for x in schema]
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {k: ({n: strict_schema(s) for n, s in v.items()} if k == "properties" else strict_schema(v))
-           for k, v in schema.items()}
+    out: dict[str, Any] = {
+        k: ({n: strict_schema(s) for n, s in v.items()} if k == "properties" else strict_schema(v))
+        for k, v in schema.items()
+    }
     if out.get("type") == "object":
         out["additionalProperties"] = False
         out["required"] = list(out.get("properties", {}))
@@ -165,9 +169,7 @@ def parse_structured(text: str, schema: type[BaseModel]) -> BaseModel:
     try:
         return schema.model_validate(obj)
     except PydanticError as e:
-        problems = "; ".join(
-            f"{'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}" for err in e.errors()[:5]
-        )
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(root)'}: {err['msg']}" for err in e.errors()[:5])
         raise InvalidOutput(f"JSON does not match the schema: {problems}") from None
 
 
@@ -232,8 +234,9 @@ class BaseChatModel:
         raise NotImplementedError  # pragma: no cover
 
     # -- the protocol --------------------------------------------------------------------------
-    def complete(self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None,
-                 purpose: str | None = None) -> Completion:
+    def complete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None, purpose: str | None = None
+    ) -> Completion:
         msgs = _check_messages(messages)
         usage = Usage()
         text = self._call(msgs, schema, purpose, usage)
@@ -246,8 +249,12 @@ class BaseChatModel:
             repair: list[Message] = [
                 *msgs,
                 {"role": "assistant", "content": text[:8000]},
-                {"role": "user", "content": _REPAIR_PROMPT.format(
-                    error=first, schema=json.dumps(json_schema(schema), ensure_ascii=False))},
+                {
+                    "role": "user",
+                    "content": _REPAIR_PROMPT.format(
+                        error=first, schema=json.dumps(json_schema(schema), ensure_ascii=False)
+                    ),
+                },
             ]
             text = self._call(repair, schema, f"{purpose or 'call'}:repair", usage)
             try:
@@ -256,8 +263,9 @@ class BaseChatModel:
                 raise LLMError(f"{self.name}: invalid output after one repair attempt: {second}", usage=usage) from None
         return Completion(text=text, data=data, usage=usage, model=self.name)
 
-    async def acomplete(self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None,
-                        purpose: str | None = None) -> Completion:
+    async def acomplete(
+        self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None, purpose: str | None = None
+    ) -> Completion:
         return await asyncio.to_thread(self.complete, messages, schema=schema, purpose=purpose)
 
     def _call(self, msgs: list[Message], schema: type[BaseModel] | None, purpose: str | None, usage: Usage) -> str:
@@ -272,12 +280,28 @@ class BaseChatModel:
         try:
             reply = call_with_retry(attempt, self.retry, timeout=self.timeout, what=self.name)
         except LLMError as e:
-            usage.record(LLMCall(model=self.name, purpose=purpose, latency_ms=_ms(t0), attempts=max(attempts, 1),
-                                 ok=False, error=str(e)[:500]))
+            usage.record(
+                LLMCall(
+                    model=self.name,
+                    purpose=purpose,
+                    latency_ms=_ms(t0),
+                    attempts=max(attempts, 1),
+                    ok=False,
+                    error=str(e)[:500],
+                )
+            )
             e.usage = usage
             raise
-        usage.record(LLMCall(model=self.name, purpose=purpose, prompt_tokens=reply.prompt_tokens,
-                             completion_tokens=reply.completion_tokens, latency_ms=_ms(t0), attempts=attempts))
+        usage.record(
+            LLMCall(
+                model=self.name,
+                purpose=purpose,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                latency_ms=_ms(t0),
+                attempts=attempts,
+            )
+        )
         return reply.text
 
 
@@ -290,10 +314,14 @@ def _check_messages(messages: Sequence[Message]) -> list[Message]:
     if not msgs:
         raise ValidationError("a chat needs at least one message", field="messages")
     for m in msgs:
-        if not isinstance(m, Mapping) or m.get("role") not in ("system", "user", "assistant") \
-                or not isinstance(m.get("content"), str):
-            raise ValidationError(f"each message is {{role: system|user|assistant, content: str}}, got {m!r}",
-                                  field="messages")
+        if (
+            not isinstance(m, Mapping)
+            or m.get("role") not in ("system", "user", "assistant")
+            or not isinstance(m.get("content"), str)
+        ):
+            raise ValidationError(
+                f"each message is {{role: system|user|assistant, content: str}}, got {m!r}", field="messages"
+            )
     return msgs
 
 

@@ -16,8 +16,22 @@ from .base import BaseChatModel, Message, Reply, _int, json_schema
 __all__ = ["GeminiChatModel", "gemini_schema"]
 
 # the OpenAPI subset Gemini's Schema object accepts; anything else is a 400 "Unknown name"
-_KEEP = {"type", "format", "description", "nullable", "enum", "items", "properties", "required",
-         "minItems", "maxItems", "anyOf", "propertyOrdering", "minimum", "maximum"}
+_KEEP = {
+    "type",
+    "format",
+    "description",
+    "nullable",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "minItems",
+    "maxItems",
+    "anyOf",
+    "propertyOrdering",
+    "minimum",
+    "maximum",
+}
 
 
 def gemini_schema(schema: Any) -> Any:
@@ -62,7 +76,8 @@ class GeminiChatModel(BaseChatModel):
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         contents = [
             {"role": "model" if m["role"] == "assistant" else "user", "parts": [{"text": m["content"]}]}
-            for m in messages if m["role"] != "system"
+            for m in messages
+            if m["role"] != "system"
         ]
         body: dict[str, Any] = {"contents": contents}
         if system:
@@ -84,8 +99,9 @@ class GeminiChatModel(BaseChatModel):
         cands = payload.get("candidates")
         if not isinstance(cands, list) or not cands:
             block = (payload.get("promptFeedback") or {}).get("blockReason")
-            raise LLMError(f"{self.name}: no candidate in the response"
-                           + (f" (prompt blocked: {block})" if block else ""))
+            raise LLMError(
+                f"{self.name}: no candidate in the response" + (f" (prompt blocked: {block})" if block else "")
+            )
         cand = cands[0] if isinstance(cands[0], dict) else {}
         parts = (cand.get("content") or {}).get("parts") or []
         # thinking models may return their thoughts as parts flagged "thought": not the answer

@@ -47,7 +47,11 @@ class OpenAIChatModel(BaseChatModel):
         if schema is not None and self._json_schema_ok:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": schema_name(schema), "schema": strict_schema(json_schema(schema)), "strict": True},
+                "json_schema": {
+                    "name": schema_name(schema),
+                    "schema": strict_schema(json_schema(schema)),
+                    "strict": True,
+                },
             }
         try:
             payload = post_json(self.endpoint, body, headers, timeout, what=self.name, auth_hint=self.auth_hint)

@@ -70,13 +70,17 @@ def _env_options() -> dict[str, Any]:
         try:
             out["timeout"] = float(raw)
         except ValueError:
-            raise ValidationError(f"HYBRIDMEM_LLM_TIMEOUT must be a number of seconds, got {raw!r}", field="llm") from None
+            raise ValidationError(
+                f"HYBRIDMEM_LLM_TIMEOUT must be a number of seconds, got {raw!r}", field="llm"
+            ) from None
     raw = os.environ.get("HYBRIDMEM_LLM_TEMPERATURE", "").strip()
     if raw:
         try:
             out["temperature"] = None if raw.lower() == "none" else float(raw)
         except ValueError:
-            raise ValidationError(f"HYBRIDMEM_LLM_TEMPERATURE must be a number or none, got {raw!r}", field="llm") from None
+            raise ValidationError(
+                f"HYBRIDMEM_LLM_TEMPERATURE must be a number or none, got {raw!r}", field="llm"
+            ) from None
     return out
 
 

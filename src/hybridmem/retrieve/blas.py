@@ -96,8 +96,12 @@ def numpy_openblas() -> _OpenBLAS | None:
                 site = Path(np.__file__).resolve().parent.parent
                 for lib in ThreadpoolController().lib_controllers:
                     path = Path(lib.filepath).resolve()
-                    if (lib.internal_api == "openblas" and getattr(lib, "threading_layer", None) == "pthreads"
-                            and path.is_relative_to(site) and path.relative_to(site).parts[0].startswith("numpy")):
+                    if (
+                        lib.internal_api == "openblas"
+                        and getattr(lib, "threading_layer", None) == "pthreads"
+                        and path.is_relative_to(site)
+                        and path.relative_to(site).parts[0].startswith("numpy")
+                    ):
                         try:
                             _controller = _OpenBLAS(lib.filepath)
                         except OSError:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import ArrayKeyedCache
 from .blas import query_blas
+from .cache import ArrayKeyedCache
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -46,6 +46,7 @@ def build_threads(background: bool) -> int:
             log.warning("HYBRIDMEM_HNSW_BUILD_THREADS=%r is not an integer; ignored", env)
     cores = os.cpu_count() or 1
     return max(1, cores - 1) if background else cores
+
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,9 @@ class DenseIndex:
         with self._lock:
             n = len(rowids)
             self._rowids = np.asarray(rowids, np.int64).copy()
-            self._matrix = np.asarray(matrix, np.float32).reshape(n, self.dim) if n else np.zeros((0, self.dim), np.float32)
+            self._matrix = (
+                np.asarray(matrix, np.float32).reshape(n, self.dim) if n else np.zeros((0, self.dim), np.float32)
+            )
             self._n = n
             self._alive = np.ones(n, bool)
             self._pos = {int(r): i for i, r in enumerate(self._rowids)}
@@ -146,15 +149,20 @@ class DenseIndex:
         self.build_threads = threads
         n0 = self._n
         rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix[:n0], self._alive[:n0].copy()
-        threading.Thread(target=self._build_hnsw, args=(self._generation, n0, rowids, matrix, alive),
-                         daemon=True, name="hybridmem-hnsw").start()
+        threading.Thread(
+            target=self._build_hnsw,
+            args=(self._generation, n0, rowids, matrix, alive),
+            daemon=True,
+            name="hybridmem-hnsw",
+        ).start()
 
     def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray) -> None:
         try:
             from usearch.index import Index
 
-            idx = Index(ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128,
-                        expansion_search=self.ef)
+            idx = Index(
+                ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128, expansion_search=self.ef
+            )
             live = np.flatnonzero(alive)
             for s in range(0, len(live), HNSW_BUILD_BATCH):
                 if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
@@ -253,8 +261,9 @@ class DenseIndex:
         pos = top if cand is None else cand[top]
         return [(int(rowids[p]), float(scores[t])) for p, t in zip(pos, top)]
 
-    def _allowed_positions(self, allowed: np.ndarray, gen: tuple[int, int], n: int, rowids: np.ndarray,
-                           alive: np.ndarray) -> np.ndarray:
+    def _allowed_positions(
+        self, allowed: np.ndarray, gen: tuple[int, int], n: int, rowids: np.ndarray, alive: np.ndarray
+    ) -> np.ndarray:
         """Positions of the live rows ``allowed`` names, cached per allowed array (Memory hands the same
         array for a repeated filter until the chunks change) and index state."""
         hit: np.ndarray | None = self._masks.get(allowed, (gen, n))
@@ -265,8 +274,9 @@ class DenseIndex:
         return cand
 
     @staticmethod
-    def _hnsw_filtered(hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray,
-                       live: int) -> list[tuple[int, float]] | None:
+    def _hnsw_filtered(
+        hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray, live: int
+    ) -> list[tuple[int, float]] | None:
         """Over-fetch from the graph and keep allowed rows; None when too few survive (go exact)."""
         share = len(allowed) / max(live, 1)
         if share < HNSW_FILTER_MIN_SHARE:

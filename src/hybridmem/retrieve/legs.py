@@ -25,6 +25,7 @@ from .types import LegHit, QueryEncoder
 
 __all__ = ["Legs", "LegHit", "QueryEncoder", "make_legs"]
 
+
 class Legs(Protocol):
     def prepare(self, namespace: str, mode: str) -> None:
         """Load what a query of ``mode`` needs and this process has not loaded yet, before the legs
@@ -39,8 +40,7 @@ class Legs(Protocol):
     def sparse(self, namespace: str, terms: Sequence[str], allowed: Allowed | None, k: int) -> list[LegHit]:
         """Top-k BM25 (rowid, score) among the allowed chunks holding a term; ties to the lower rowid."""
 
-    def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None,
-              k: int) -> list[LegHit]:
+    def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None, k: int) -> list[LegHit]:
         """Top-k (rowid, cosine similarity) among the allowed embedded chunks. Embeds the query only
         when the namespace holds a vector."""
 

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..errors import EmbedderMismatchError
 from ..filters import Filter
-from ..store.base import Allowed, Store, WriteResult
 from ..lru import LRU
+from ..store.base import Allowed, Store, WriteResult
 from .dense import DenseIndex
 from .sparse import SparseIndex
 from .types import LegHit, QueryEncoder
@@ -71,8 +71,7 @@ class LocalLegs:
             return []
         return self.sparse_index(namespace).search(list(terms), k, None if allowed is None else allowed.rowids)
 
-    def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None,
-              k: int) -> list[LegHit]:
+    def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None, k: int) -> list[LegHit]:
         idx = self.dense_index(namespace)
         if len(idx) == 0:
             return []  # nothing embedded yet: do not even load the model
@@ -130,8 +129,9 @@ class LocalLegs:
             idx.load(v, rowids, matrix)
             return idx
 
-        return self._synced(self.dense_indexes, self._dense_lock, namespace,
-                            lambda: self.store.vector_version(namespace), load)
+        return self._synced(
+            self.dense_indexes, self._dense_lock, namespace, lambda: self.store.vector_version(namespace), load
+        )
 
     def sparse_index(self, namespace: str) -> SparseIndex:
         def load(sp: SparseIndex | None) -> SparseIndex:
@@ -139,11 +139,18 @@ class LocalLegs:
             sp.load(*self.store.load_tokens(namespace))
             return sp
 
-        return self._synced(self.sparse_indexes, self._sparse_lock, namespace,
-                            lambda: self.store.chunk_version(namespace), load)
+        return self._synced(
+            self.sparse_indexes, self._sparse_lock, namespace, lambda: self.store.chunk_version(namespace), load
+        )
 
-    def _synced(self, cache: dict[str, _I], lock: threading.Lock, ns: str, version: Callable[[], int],
-                load: Callable[[_I | None], _I]) -> _I:
+    def _synced(
+        self,
+        cache: dict[str, _I],
+        lock: threading.Lock,
+        ns: str,
+        version: Callable[[], int],
+        load: Callable[[_I | None], _I],
+    ) -> _I:
         """The cached index of ``ns`` if it reflects the store's ``version()``, else (re)loaded from
         the store by ``load(old_index_or_None)``; double-checked so concurrent queries load it once.
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import FilterError, HybridMemError, ValidationError
+from ..filters import Filter, filter_keys, parse_filter
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
-from ..filters import Filter, filter_keys, parse_filter
 from .fusion import rrf
 from .legs import Legs
 from .types import LegHit, QueryEncoder
@@ -47,8 +47,9 @@ class Searcher:
             )
         return flt
 
-    def search(self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None,
-               keep: int | None = None) -> QueryResponse:
+    def search(
+        self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None, keep: int | None = None
+    ) -> QueryResponse:
         """``fetch_k``: depth of each leg (default ``req.effective_fetch_k()``); ``keep``: fused
         results returned (default ``req.top_k``; a reranker asks for its whole candidate list)."""
         t0 = time.perf_counter()
@@ -62,36 +63,17 @@ class Searcher:
         allowed = self.legs.allowed(namespace, flt) if flt is not None else None
         legs = self._legs(req, namespace, mode, allowed, k)
 
-        def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
-            s = time.perf_counter()
-            out = fn()
-            return out, (time.perf_counter() - s) * 1000
-
-        futures: dict[str, Future[tuple[list[LegHit], float]]] = {
-            name: self.executor.submit(timed, fn) for name, fn in legs.items()}
-        hits: dict[str, list[LegHit]] = {}
-        reports: dict[str, LegReport] = {}
-        errors: list[BaseException] = []
-        deadline = time.perf_counter() + self.leg_timeout
-        for name, fut in futures.items():
-            try:
-                out, ms = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
-                hits[name] = out
-                reports[name] = LegReport(status="ok", took_ms=round(ms, 3), returned=len(out))
-            except FutureTimeout:
-                reports[name] = LegReport(status="timeout", error=f"no answer within {self.leg_timeout:g}s")
-            except Exception as e:  # one failing leg must not sink the other
-                errors.append(e)
-                reports[name] = LegReport(status="error", error=f"{type(e).__name__}: {e}")
-        if not hits and errors:
-            err = errors[0]
-            raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))
+        hits, reports = self._run_legs(legs)
         for name in ("bm25", "dense"):
             reports.setdefault(name, LegReport(status="skipped"))
 
         order = [n for n in ("bm25", "dense", "exact", "graph") if n in hits]
-        weights = {"bm25": hp.sparse_weight, "dense": hp.dense_weight, "exact": hp.exact_weight,
-                   "graph": 1.0 if mode == "graph" else hp.graph_weight}
+        weights = {
+            "bm25": hp.sparse_weight,
+            "dense": hp.dense_weight,
+            "exact": hp.exact_weight,
+            "graph": 1.0 if mode == "graph" else hp.graph_weight,
+        }
         fused = rrf([[r for r, _ in hits[n]] for n in order], k=hp.rrf_k_constant, weights=[weights[n] for n in order])
         # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
         fused = [(r, s) for r, s in fused if s > 0][: keep or req.top_k]
@@ -125,8 +107,42 @@ class Searcher:
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
 
-    def _legs(self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None,
-              k: int) -> dict[str, Callable[[], list[LegHit]]]:
+    def _run_legs(
+        self, legs: dict[str, Callable[[], list[LegHit]]]
+    ) -> tuple[dict[str, list[LegHit]], dict[str, LegReport]]:
+        """Every leg at once on the executor, within one shared timeout: the hits of those that
+        answered and a report per leg. One failing leg does not sink the others; all failing does."""
+
+        def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
+            s = time.perf_counter()
+            out = fn()
+            return out, (time.perf_counter() - s) * 1000
+
+        futures: dict[str, Future[tuple[list[LegHit], float]]] = {
+            name: self.executor.submit(timed, fn) for name, fn in legs.items()
+        }
+        hits: dict[str, list[LegHit]] = {}
+        reports: dict[str, LegReport] = {}
+        errors: list[BaseException] = []
+        deadline = time.perf_counter() + self.leg_timeout
+        for name, fut in futures.items():
+            try:
+                out, ms = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
+                hits[name] = out
+                reports[name] = LegReport(status="ok", took_ms=round(ms, 3), returned=len(out))
+            except FutureTimeout:
+                reports[name] = LegReport(status="timeout", error=f"no answer within {self.leg_timeout:g}s")
+            except Exception as e:  # one failing leg must not sink the other
+                errors.append(e)
+                reports[name] = LegReport(status="error", error=f"{type(e).__name__}: {e}")
+        if not hits and errors:
+            err = errors[0]
+            raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))
+        return hits, reports
+
+    def _legs(
+        self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int
+    ) -> dict[str, Callable[[], list[LegHit]]]:
         """The legs a query of ``mode`` runs, each a call bound to its inputs."""
         if allowed is not None and allowed.empty:
             return {name: list for name in self._leg_names(req, mode)}
@@ -137,13 +153,16 @@ class Searcher:
         if mode in ("vector", "hybrid"):
             legs["dense"] = lambda: self.legs.dense(namespace, req.search_text, self.encoder, allowed, k)
         # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
-        idents = [t for t in terms if is_identifier(t)] if mode == "hybrid" and req.hybrid_params.exact_weight > 0 else []
+        idents = (
+            [t for t in terms if is_identifier(t)] if mode == "hybrid" and req.hybrid_params.exact_weight > 0 else []
+        )
         if idents:
             # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
             legs["exact"] = lambda: self.legs.sparse(namespace, idents, allowed, k)
         graph_leg = self.graph_leg
         hp = req.hybrid_params
         if graph_leg is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
+
             def graph() -> list[LegHit]:
                 rows = self.legs.allowed_rowids(namespace, allowed) if allowed is not None else None
                 return [] if rows is not None and len(rows) == 0 else graph_leg(namespace, req.search_text, rows, k)
@@ -157,10 +176,15 @@ class Searcher:
             names.append("bm25")
         if mode in ("vector", "hybrid"):
             names.append("dense")
-        if mode == "hybrid" and req.hybrid_params.exact_weight > 0 and any(
-                is_identifier(t) for t in query_tokens(req.search_text)):
+        if (
+            mode == "hybrid"
+            and req.hybrid_params.exact_weight > 0
+            and any(is_identifier(t) for t in query_tokens(req.search_text))
+        ):
             names.append("exact")
-        if self.graph_leg is not None and (mode == "graph" or (mode == "hybrid" and req.hybrid_params.graph_weight > 0)):
+        if self.graph_leg is not None and (
+            mode == "graph" or (mode == "hybrid" and req.hybrid_params.graph_weight > 0)
+        ):
             names.append("graph")
         return names
 
@@ -181,8 +205,11 @@ def build_request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -
         data = dict(request)
     else:
         raise ValidationError(f"a query is a string, a dict or a QueryRequest, got {type(request).__name__}")
-    hp = {k: kwargs.pop(k) for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight")
-          if k in kwargs}
+    hp = {
+        k: kwargs.pop(k)
+        for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight")
+        if k in kwargs
+    }
     if hp:
         data["hybrid_params"] = {**data.get("hybrid_params", {}), **hp}
     data.update(kwargs)

@@ -147,8 +147,10 @@ class SparseIndex:
             pa = remap[np.frombuffer(ps, dtype=np.int32)]
             keep = pa >= 0
             if keep.any():
-                post[term] = (array("i", pa[keep].astype(np.int32).tobytes()),
-                              array("i", np.frombuffer(tfs, dtype=np.int32)[keep].tobytes()))
+                post[term] = (
+                    array("i", pa[keep].astype(np.int32).tobytes()),
+                    array("i", np.frombuffer(tfs, dtype=np.int32)[keep].tobytes()),
+                )
         dl = array("f", [self._dl[old] for _, old in live])
         self._post = post
         self._rowids = array("q", [r for r, _ in live])

@@ -26,7 +26,14 @@ def __getattr__(name: str) -> Any:
 
             return getattr(config, name)
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] in ("fastapi", "starlette", "uvicorn", "mcp", "multipart", "python_multipart"):
+        if e.name and e.name.split(".")[0] in (
+            "fastapi",
+            "starlette",
+            "uvicorn",
+            "mcp",
+            "multipart",
+            "python_multipart",
+        ):
             raise ModuleNotFoundError(f"{_HINT} (missing: {e.name})", name=e.name) from None
         raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

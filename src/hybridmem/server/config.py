@@ -88,7 +88,7 @@ class ServerConfig:
             if not key or any(c.isspace() for c in key) or len(key) < 8:
                 raise ConfigError("an API key must be at least 8 characters without spaces")
             if not nss:
-                raise ConfigError(f"API key {_mask(key)} maps to no namespace (use \"*\" for all)")
+                raise ConfigError(f'API key {_mask(key)} maps to no namespace (use "*" for all)')
         return self
 
 
@@ -167,8 +167,10 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
         data = dict(data.get("server", {}), **{k: v for k, v in data.items() if k != "server"})
         unknown = sorted(set(data) - set(_FIELDS))
         if unknown:
-            raise ConfigError(f"{p}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
-                              f"known: {', '.join(sorted(_FIELDS))}")
+            raise ConfigError(
+                f"{p}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(_FIELDS))}"
+            )
         for name, value in data.items():
             if name == "api_keys":
                 cfg.api_keys = _keys_from_mapping(value, str(p))

@@ -109,8 +109,10 @@ class CoalescingEmbedder:
             return np.stack([q.embed_query(t) for t in texts])
         # BaseEmbedder's own steps for a batch of queries (query role, shape check, normalisation)
         step = max(1, q.batch_size)
-        parts = [q._checked(q._embed(texts[i:i + step], is_query=True), len(texts[i:i + step]))
-                 for i in range(0, len(texts), step)]
+        parts = [
+            q._checked(q._embed(texts[i : i + step], is_query=True), len(texts[i : i + step]))
+            for i in range(0, len(texts), step)
+        ]
         return np.vstack(parts)
 
     def close(self) -> None:

@@ -85,8 +85,12 @@ class MemoryIn(RequestModel):
     """One memory to store. Same id + same content is a no-op; same id + new content an update."""
 
     text: str = Field(..., min_length=1, description="The memory's text (chunked and indexed).")
-    id: str | None = Field(None, min_length=1, max_length=512,
-                           description="Stable id; omitted = derived from the text (content-addressed).")
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        description="Stable id; omitted = derived from the text (content-addressed).",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Filterable metadata (JSON object).")
     source: str | None = Field(None, max_length=4096)
 
@@ -151,9 +155,15 @@ class Health(BaseModel):
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {401: "Missing or invalid API key", 403: "The key may not use this namespace",
-            404: "Not found", 413: "Request body too large", 422: "Invalid request (the field is named)",
-            501: "Not available on this server", 504: "The request timed out"}
+    text = {
+        401: "Missing or invalid API key",
+        403: "The key may not use this namespace",
+        404: "Not found",
+        413: "Request body too large",
+        422: "Invalid request (the field is named)",
+        501: "Not available on this server",
+        504: "The request timed out",
+    }
     return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
 
 
@@ -168,13 +178,26 @@ def _written(report: IngestReport, ns: str) -> WriteReport:
 # ---------------------------------------------------------------------------------------------- errors
 
 #: the ``type`` of an HTTP error raised by the framework itself (routing, parsing, limits)
-_HTTP_TYPES = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-               405: "method_not_allowed", 413: "payload_too_large", 415: "unsupported_media_type",
-               422: "validation_error"}
+_HTTP_TYPES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+}
 
 
-def _error(request: Request, status: int, type_: str, message: str, field: str | None = None,
-           headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    request: Request,
+    status: int,
+    type_: str,
+    message: str,
+    field: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     request.scope[ERROR_KEY] = type_
     return JSONResponse(error_body(type_, message, field), status_code=status, headers=headers)
 
@@ -211,16 +234,30 @@ async def _on_http(request: Request, e: StarletteHTTPException) -> JSONResponse:
         message = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
     if e.status_code == 400 and message == "There was an error parsing the body":
         # FastAPI's answer to a body json/multipart could not parse (e.g. nested too deeply)
-        return _error(request, 422, ValidationError.error_type, "request body could not be parsed (malformed, or "
-                      "nested too deeply)")
-    return _error(request, e.status_code, _HTTP_TYPES.get(e.status_code, "http_error"), message,
-                  headers=getattr(e, "headers", None))
+        return _error(
+            request,
+            422,
+            ValidationError.error_type,
+            "request body could not be parsed (malformed, or nested too deeply)",
+        )
+    return _error(
+        request,
+        e.status_code,
+        _HTTP_TYPES.get(e.status_code, "http_error"),
+        message,
+        headers=getattr(e, "headers", None),
+    )
 
 
 async def _on_sqlite(request: Request, e: sqlite3.Error) -> JSONResponse:
     if "locked" in str(e).lower() or "busy" in str(e).lower():
-        return _error(request, StoreBusyError.http_status, StoreBusyError.error_type, "the store is busy; retry shortly",
-                      headers=dict(StoreBusyError.http_headers))
+        return _error(
+            request,
+            StoreBusyError.http_status,
+            StoreBusyError.error_type,
+            "the store is busy; retry shortly",
+            headers=dict(StoreBusyError.http_headers),
+        )
     log.warning("%s %s: store error %s", request.method, request.url.path, e)
     return _error(request, StoreError.http_status, StoreError.error_type, f"store error: {e}")
 
@@ -228,8 +265,12 @@ async def _on_sqlite(request: Request, e: sqlite3.Error) -> JSONResponse:
 async def _on_unicode(request: Request, e: UnicodeError) -> JSONResponse:
     # JSON may escape unpaired surrogates (\ud800) into free-form values (metadata, filters)
     # that no store can encode: bad input, not a server fault
-    return _error(request, 422, ValidationError.error_type, "the request holds invalid Unicode (an unpaired "
-                  "surrogate such as \\ud800)")
+    return _error(
+        request,
+        422,
+        ValidationError.error_type,
+        "the request holds invalid Unicode (an unpaired surrogate such as \\ud800)",
+    )
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -260,8 +301,9 @@ class CatchAll:
                 raise
             log.error("%s %s failed", scope.get("method"), scope.get("path"), exc_info=e)
             scope[ERROR_KEY] = "internal_error"
-            resp = JSONResponse(error_body("internal_error", "internal error (details are in the server log)"),
-                                status_code=500)
+            resp = JSONResponse(
+                error_body("internal_error", "internal error (details are in the server log)"), status_code=500
+            )
             await resp(scope, receive, send)
 
 
@@ -286,8 +328,10 @@ def _principal(
 #: the authenticated caller of a request
 Caller = Annotated[Principal, Depends(_principal)]
 #: the ``namespace`` query parameter
-NamespaceQuery = Annotated[str | None, Query(min_length=1, max_length=128,
-                                             description="Namespace (default: the key's first namespace, else 'default').")]
+NamespaceQuery = Annotated[
+    str | None,
+    Query(min_length=1, max_length=128, description="Namespace (default: the key's first namespace, else 'default')."),
+]
 
 
 @dataclass
@@ -368,8 +412,9 @@ def _new_app(d: _Deps, lifespan: Callable[[FastAPI], AbstractAsyncContextManager
     _install_error_handlers(app)
     # the last added is the outermost: metrics see every response, 413s and 500s included
     app.add_middleware(CatchAll)
-    app.add_middleware(BodySizeLimit, limit=d.cfg.max_body_bytes, upload_limit=d.cfg.max_upload_bytes,
-                       upload_paths=(UPLOAD_PATH,))
+    app.add_middleware(
+        BodySizeLimit, limit=d.cfg.max_body_bytes, upload_limit=d.cfg.max_upload_bytes, upload_paths=(UPLOAD_PATH,)
+    )
     app.add_middleware(MetricsMiddleware, metrics=d.metrics, routes=lambda: app.routes)
     return app
 
@@ -378,8 +423,7 @@ def _new_app(d: _Deps, lifespan: Callable[[FastAPI], AbstractAsyncContextManager
 
 
 def _query_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post("/v1/query", response_model=QueryResponse, tags=["query"],
-              responses=_errors(401, 403, 413, 422, 504))
+    @app.post("/v1/query", response_model=QueryResponse, tags=["query"], responses=_errors(401, 403, 413, 422, 504))
     async def query(req: QueryRequest, p: Caller) -> Response:
         """Hybrid (BM25 ‖ dense, fused by RRF), `bm25`, `vector` or `rerank` search: exactly the
         JSON query contract, plus `mode`, `rerank`, `reranker`, `fetch_k` and `namespace`."""
@@ -390,50 +434,75 @@ def _query_routes(app: FastAPI, d: _Deps) -> None:
         d.metrics.observe_legs(resp.legs)
         return _json(resp)
 
-    @app.post("/v1/answer", response_model=_AnswerModel, tags=["query"],
-              responses=_errors(401, 403, 413, 422, 501, 504))
+    @app.post(
+        "/v1/answer", response_model=_AnswerModel, tags=["query"], responses=_errors(401, 403, 413, 422, 501, 504)
+    )
     async def answer(body: AnswerRequest, p: Caller) -> Response:
         """A grounded answer from the retrieved chunks, citing them as `[chunk_id]`, with usage.
         Extractive (offline) unless the server has an LLM configured (`HYBRIDMEM_LLM`)."""
         ns = p.namespace(body.namespace)
         d.check_top_k(body.top_k)
-        ans = await d.runner(common.ask, d.memory(), body.question, top_k=body.top_k,
-                             metadata_filter=body.metadata_filter, rerank=body.rerank, reranker=body.reranker,
-                             namespace=ns, query_id=body.query_id)
+        ans = await d.runner(
+            common.ask,
+            d.memory(),
+            body.question,
+            top_k=body.top_k,
+            metadata_filter=body.metadata_filter,
+            rerank=body.rerank,
+            reranker=body.reranker,
+            namespace=ns,
+            query_id=body.query_id,
+        )
         return _json(ans)
 
 
 def _memory_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post("/v1/memories", response_model=WriteReport, tags=["memories"],
-              responses=_errors(401, 403, 413, 422, 504))
+    @app.post("/v1/memories", response_model=WriteReport, tags=["memories"], responses=_errors(401, 403, 413, 422, 504))
     async def add_memories(body: MemoriesRequest, p: Caller) -> WriteReport:
         """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
         ns = p.namespace(body.namespace)
         if len(body.memories) > d.cfg.max_batch:
-            raise ValidationError(f"at most {d.cfg.max_batch} memories per request, got {len(body.memories)}",
-                                  field="memories")
+            raise ValidationError(
+                f"at most {d.cfg.max_batch} memories per request, got {len(body.memories)}", field="memories"
+            )
         docs = [Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source) for m in body.memories]
         return _written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
 
-    @app.get("/v1/memories/{doc_id:path}", response_model=StoredDocument, tags=["memories"],
-             responses=_errors(401, 403, 404, 422, 504))
+    @app.get(
+        "/v1/memories/{doc_id:path}",
+        response_model=StoredDocument,
+        tags=["memories"],
+        responses=_errors(401, 403, 404, 422, 504),
+    )
     async def get_memory(doc_id: str, p: Caller, namespace: NamespaceQuery = None) -> StoredDocument:
         """One stored document or memory, with its chunks."""
         ns = p.namespace(namespace)
         doc = await d.runner(d.memory().get, doc_id, namespace=ns)
         return StoredDocument(**doc, namespace=ns)
 
-    @app.put("/v1/memories/{doc_id:path}", response_model=WriteReport, tags=["memories"],
-             responses=_errors(401, 403, 404, 413, 422, 504))
+    @app.put(
+        "/v1/memories/{doc_id:path}",
+        response_model=WriteReport,
+        tags=["memories"],
+        responses=_errors(401, 403, 404, 413, 422, 504),
+    )
     async def put_memory(doc_id: str, body: MemoryUpdate, p: Caller, namespace: NamespaceQuery = None) -> WriteReport:
         """Replace an existing memory's text (and metadata/source when given); 404 if it does not
         exist (create with POST /v1/memories)."""
         ns = p.namespace(namespace)
-        return _written(await d.runner.write(d.memory().update, doc_id, body.text, metadata=body.metadata,
-                                             source=body.source, namespace=ns), ns)
+        return _written(
+            await d.runner.write(
+                d.memory().update, doc_id, body.text, metadata=body.metadata, source=body.source, namespace=ns
+            ),
+            ns,
+        )
 
-    @app.delete("/v1/memories/{doc_id:path}", response_model=DeleteReport, tags=["memories"],
-                responses=_errors(401, 403, 404, 422, 504))
+    @app.delete(
+        "/v1/memories/{doc_id:path}",
+        response_model=DeleteReport,
+        tags=["memories"],
+        responses=_errors(401, 403, 404, 422, 504),
+    )
     async def delete_memory(doc_id: str, p: Caller, namespace: NamespaceQuery = None) -> DeleteReport:
         """Delete a document (by id) or a single chunk (by chunk id) from every index."""
         ns = p.namespace(namespace)
@@ -444,14 +513,15 @@ def _memory_routes(app: FastAPI, d: _Deps) -> None:
 
 
 def _document_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post(UPLOAD_PATH, response_model=WriteReport, tags=["memories"],
-              responses=_errors(401, 403, 413, 422, 504))
+    @app.post(UPLOAD_PATH, response_model=WriteReport, tags=["memories"], responses=_errors(401, 403, 413, 422, 504))
     async def upload_documents(
         files: Annotated[list[UploadFile], File(description="Text files: .md .txt .rst .html .json .jsonl")],
         p: Caller,
         namespace: Annotated[str | None, Form(min_length=1, max_length=128)] = None,
         metadata: Annotated[str | None, Form(description="A JSON object added to every document's metadata.")] = None,
-        id: Annotated[str | None, Form(min_length=1, max_length=512, description="Document id (one file only).")] = None,
+        id: Annotated[
+            str | None, Form(min_length=1, max_length=512, description="Document id (one file only).")
+        ] = None,
     ) -> WriteReport:
         """Upload files; each becomes a document (JSON/JSONL: one per record), chunked and indexed.
         The id defaults to the file name without its suffix; binary files are skipped and listed."""
@@ -504,8 +574,12 @@ def _introspection_routes(app: FastAPI, d: _Deps) -> None:
     @app.get("/healthz", response_model=Health, tags=["introspection"])
     async def healthz() -> Health:
         """Liveness: no key needed, no tenant data."""
-        return Health(status="ok", version=__version__, auth=d.keys.enabled,
-                      embedding_worker_error=getattr(d.holder["memory"], "worker_error", None))
+        return Health(
+            status="ok",
+            version=__version__,
+            auth=d.keys.enabled,
+            embedding_worker_error=getattr(d.holder["memory"], "worker_error", None),
+        )
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["introspection"])
     async def prometheus() -> PlainTextResponse:
@@ -542,8 +616,9 @@ def _safe_name(name: str, i: int) -> str:
     return base or f"upload-{i}.txt"
 
 
-def _load_upload(tmp: Path, i: int, name: str, data: bytes, meta: dict[str, Any],
-                 doc_id: str | None) -> tuple[list[Document], list[dict[str, str]]]:
+def _load_upload(
+    tmp: Path, i: int, name: str, data: bytes, meta: dict[str, Any], doc_id: str | None
+) -> tuple[list[Document], list[dict[str, str]]]:
     """One uploaded file -> documents, as ``Memory.ingest_path`` loads a file
     (:func:`hybridmem.ingest.load_documents`), from a copy of the bytes in a directory of its own;
     the temporary path is then replaced by the uploaded name in sources and skip reasons (a client
@@ -559,8 +634,9 @@ def _load_upload(tmp: Path, i: int, name: str, data: bytes, meta: dict[str, Any]
     return found, [{"path": name, "reason": s["reason"].replace(tmp_source, name)} for s in skipped]
 
 
-def _ingest_uploads(mem: Any, uploads: list[tuple[str, bytes]], ns: str, meta: dict[str, Any],
-                    doc_id: str | None) -> WriteReport:
+def _ingest_uploads(
+    mem: Any, uploads: list[tuple[str, bytes]], ns: str, meta: dict[str, Any], doc_id: str | None
+) -> WriteReport:
     """Uploaded files -> documents (:func:`_load_upload`) -> ``Memory.add_documents``, in one call.
 
     As ``Memory.ingest_path`` but for two answers kept from the first version of this endpoint: an
@@ -590,5 +666,10 @@ def run_server(config: ServerConfig, memory_or_factory: MemoryOrFactory, *, log_
 
     check_bind(config.host, config.api_keys)
     app = create_app(memory_or_factory, config)
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level,
-                timeout_graceful_shutdown=max(5, int(config.request_timeout)))
+    uvicorn.run(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=log_level,
+        timeout_graceful_shutdown=max(5, int(config.request_timeout)),
+    )

@@ -126,9 +126,17 @@ class BodySizeLimit:
 
         scope[ERROR_KEY] = "payload_too_large"  # read by the metrics middleware
         body = json.dumps(error_body("payload_too_large", PayloadTooLarge.message(limit))).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                                (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 

@@ -32,8 +32,14 @@ INSTRUCTIONS = (
 Namespace = Annotated[_Namespace, Field(None, description="Namespace (default: the server's).")]
 
 
-def create_server(memory: Any, *, namespace: str | None = None, name: str = "hybridmem", max_top_k: int = 100,
-                  log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING") -> Any:
+def create_server(
+    memory: Any,
+    *,
+    namespace: str | None = None,
+    name: str = "hybridmem",
+    max_top_k: int = 100,
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+) -> Any:
     """An ``MCPServer`` over ``memory``; ``namespace``: the default one (else the memory's)."""
     from mcp.server.mcpserver import MCPServer
 
@@ -57,12 +63,16 @@ def _tool_errors() -> Iterator[None]:
 
 
 def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
-    @server.tool(description="Store a memory (fact, note, document). Same id + same text is a no-op; "
-                             "same id + new text replaces it. Returns what was added/updated.")
+    @server.tool(
+        description="Store a memory (fact, note, document). Same id + same text is a no-op; "
+        "same id + new text replaces it. Returns what was added/updated."
+    )
     def remember(
         text: Annotated[str, Field(min_length=1, description="What to remember.")],
-        id: Annotated[str | None, Field(None, min_length=1, max_length=512,
-                                        description="Stable id (omitted: derived from the text).")] = None,
+        id: Annotated[
+            str | None,
+            Field(None, min_length=1, max_length=512, description="Stable id (omitted: derived from the text)."),
+        ] = None,
         metadata: Annotated[dict[str, Any] | None, Field(None, description="Filterable metadata.")] = None,
         source: Annotated[str | None, Field(None, max_length=4096)] = None,
         namespace: Namespace = None,
@@ -72,23 +82,35 @@ def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         ids = report.added + report.updated + report.unchanged
         return {"id": ids[0] if ids else id, "namespace": namespace or default_ns, **report.model_dump()}
 
-    @server.tool(description="Search the memory: the hybridmem query contract (hybrid BM25 + dense fused "
-                             "by RRF). Returns results with chunk_id, rrf_score, text, source, metadata and "
-                             "per-leg ranks.")
+    @server.tool(
+        description="Search the memory: the hybridmem query contract (hybrid BM25 + dense fused "
+        "by RRF). Returns results with chunk_id, rrf_score, text, source, metadata and "
+        "per-leg ranks."
+    )
     def recall(
         search_text: Annotated[str, Field(min_length=1, description="What to look for, in any language.")],
         top_k: Annotated[int, Field(5, ge=1, le=max_top_k)] = 5,
-        metadata_filter: Annotated[dict[str, Any] | None, Field(
-            None, description='e.g. {"environment": "production", "severity": {"$gte": 3}}; '
-                              "operators $in $nin $ne $gt $gte $lt $lte $exists $and $or")] = None,
+        metadata_filter: Annotated[
+            dict[str, Any] | None,
+            Field(
+                None,
+                description='e.g. {"environment": "production", "severity": {"$gte": 3}}; '
+                "operators $in $nin $ne $gt $gte $lt $lte $exists $and $or",
+            ),
+        ] = None,
         hybrid_params: Annotated[HybridParams | None, Field(None, description="RRF weights and k")] = None,
         mode: Annotated[Literal["hybrid", "bm25", "vector", "rerank"], Field("hybrid")] = "hybrid",
         query_id: Annotated[str | None, Field(None, max_length=256)] = None,
         fetch_k: Annotated[int | None, Field(None, ge=1, le=10 * max_top_k)] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        req: dict[str, Any] = {"search_text": search_text, "top_k": top_k, "mode": mode,
-                               "metadata_filter": metadata_filter or {}, "namespace": namespace or default_ns}
+        req: dict[str, Any] = {
+            "search_text": search_text,
+            "top_k": top_k,
+            "mode": mode,
+            "metadata_filter": metadata_filter or {},
+            "namespace": namespace or default_ns,
+        }
         if hybrid_params is not None:
             req["hybrid_params"] = hybrid_params.model_dump()
         if query_id is not None:
@@ -109,8 +131,10 @@ def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
 
 
 def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
-    @server.tool(description="Answer a question from the memory only, citing the chunks used as [chunk_id]. "
-                             "Says so honestly when the memory does not hold the answer.")
+    @server.tool(
+        description="Answer a question from the memory only, citing the chunks used as [chunk_id]. "
+        "Says so honestly when the memory does not hold the answer."
+    )
     def ask(
         question: Annotated[str, Field(min_length=1, description="The question, in any language.")],
         top_k: Annotated[int, Field(5, ge=1, le=max_top_k, description="Chunks of context.")] = 5,
@@ -119,13 +143,21 @@ def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
-            ans = common.ask(memory, question, top_k=top_k, metadata_filter=metadata_filter or {}, rerank=rerank,
-                             namespace=namespace or default_ns)
+            ans = common.ask(
+                memory,
+                question,
+                top_k=top_k,
+                metadata_filter=metadata_filter or {},
+                rerank=rerank,
+                namespace=namespace or default_ns,
+            )
         return cast(dict[str, Any], ans.model_dump(mode="json"))
 
-    @server.tool(description="Answer a corpus-wide question (\"how do all services handle timeouts?\") "
-                             "by map-reduce over the entity graph's community summaries; cites community "
-                             "and chunk ids. Needs a graph: it is built offline on first use.")
+    @server.tool(
+        description='Answer a corpus-wide question ("how do all services handle timeouts?") '
+        "by map-reduce over the entity graph's community summaries; cites community "
+        "and chunk ids. Needs a graph: it is built offline on first use."
+    )
     def graph_global(
         question: Annotated[str, Field(min_length=1, description="The corpus-wide question.")],
         level: Annotated[int | None, Field(None, ge=0, le=16, description="Community level (0 = top).")] = None,
@@ -148,14 +180,22 @@ def _stats_resources(server: "MCPServer", memory: Any, default_ns: str) -> None:
         except HybridMemError as e:
             raise ResourceError(str(e)) from None
 
-    @server.resource("hybridmem://stats", name="stats", mime_type="application/json",
-                     description="What the memory holds in the default namespace: documents, chunks, "
-                                 "vectors (and pending ones), embedder, metadata keys.")
+    @server.resource(
+        "hybridmem://stats",
+        name="stats",
+        mime_type="application/json",
+        description="What the memory holds in the default namespace: documents, chunks, "
+        "vectors (and pending ones), embedder, metadata keys.",
+    )
     def stats() -> str:
         return _stats(default_ns)
 
-    @server.resource("hybridmem://stats/{namespace}", name="namespace-stats", mime_type="application/json",
-                     description="The same for one namespace.")
+    @server.resource(
+        "hybridmem://stats/{namespace}",
+        name="namespace-stats",
+        mime_type="application/json",
+        description="The same for one namespace.",
+    )
     def namespace_stats(namespace: str) -> str:
         return _stats(namespace)
 
@@ -170,14 +210,23 @@ def check_transport(transport: str, host: str) -> str:
         return transport
     if transport in ("http", "streamable-http"):
         if not is_loopback(host):
-            raise ConfigError(f"refusing to serve MCP over HTTP on {host!r}: the MCP endpoint has no API keys, "
-                              "so it listens on loopback only (use `hybridmem serve` with keys for remote agents)")
+            raise ConfigError(
+                f"refusing to serve MCP over HTTP on {host!r}: the MCP endpoint has no API keys, "
+                "so it listens on loopback only (use `hybridmem serve` with keys for remote agents)"
+            )
         return "streamable-http"
     raise ConfigError(f"unknown MCP transport {transport!r}: use stdio or http")
 
 
-def run_mcp(memory: Any, *, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765,
-            path: str = "/mcp", namespace: str | None = None) -> None:
+def run_mcp(
+    memory: Any,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    path: str = "/mcp",
+    namespace: str | None = None,
+) -> None:
     """Serve until the client disconnects (stdio) or until interrupted (streamable HTTP)."""
     kind = check_transport(transport, host)
     server = create_server(memory, namespace=namespace)

@@ -93,28 +93,38 @@ class Metrics:
             ]
             for (m, e, s), n in sorted(self.requests.items()):
                 out.append(f"hybridmem_http_requests_total{_labels({'method': m, 'endpoint': e, 'status': s})} {n}")
-            out += ["# HELP hybridmem_http_errors_total HTTP error responses (status >= 400) by endpoint and error type.",
-                    "# TYPE hybridmem_http_errors_total counter"]
+            out += [
+                "# HELP hybridmem_http_errors_total HTTP error responses (status >= 400) by endpoint and error type.",
+                "# TYPE hybridmem_http_errors_total counter",
+            ]
             for (e, t), n in sorted(self.errors.items()):
                 out.append(f"hybridmem_http_errors_total{_labels({'endpoint': e, 'type': t})} {n}")
-            out += ["# HELP hybridmem_http_request_duration_seconds Request latency by endpoint.",
-                    "# TYPE hybridmem_http_request_duration_seconds histogram"]
+            out += [
+                "# HELP hybridmem_http_request_duration_seconds Request latency by endpoint.",
+                "# TYPE hybridmem_http_request_duration_seconds histogram",
+            ]
             for e, h in sorted(self.latency.items()):
                 out += h.lines("hybridmem_http_request_duration_seconds", {"endpoint": e})
-            out += ["# HELP hybridmem_leg_duration_seconds Retrieval leg latency (legs that answered).",
-                    "# TYPE hybridmem_leg_duration_seconds histogram"]
+            out += [
+                "# HELP hybridmem_leg_duration_seconds Retrieval leg latency (legs that answered).",
+                "# TYPE hybridmem_leg_duration_seconds histogram",
+            ]
             for leg, h in sorted(self.legs.items()):
                 out += h.lines("hybridmem_leg_duration_seconds", {"leg": leg})
-            out += ["# HELP hybridmem_leg_total Retrieval legs run, by leg and status (ok, error, timeout, skipped).",
-                    "# TYPE hybridmem_leg_total counter"]
+            out += [
+                "# HELP hybridmem_leg_total Retrieval legs run, by leg and status (ok, error, timeout, skipped).",
+                "# TYPE hybridmem_leg_total counter",
+            ]
             for (leg, s), n in sorted(self.leg_status.items()):
                 out.append(f"hybridmem_leg_total{_labels({'leg': leg, 'status': s})} {n}")
-            out += ["# HELP hybridmem_http_requests_in_flight Requests being served.",
-                    "# TYPE hybridmem_http_requests_in_flight gauge",
-                    f"hybridmem_http_requests_in_flight {self.in_flight}",
-                    "# HELP hybridmem_process_start_time_seconds Start time of the server (Unix epoch).",
-                    "# TYPE hybridmem_process_start_time_seconds gauge",
-                    f"hybridmem_process_start_time_seconds {self.started:.3f}"]
+            out += [
+                "# HELP hybridmem_http_requests_in_flight Requests being served.",
+                "# TYPE hybridmem_http_requests_in_flight gauge",
+                f"hybridmem_http_requests_in_flight {self.in_flight}",
+                "# HELP hybridmem_process_start_time_seconds Start time of the server (Unix epoch).",
+                "# TYPE hybridmem_process_start_time_seconds gauge",
+                f"hybridmem_process_start_time_seconds {self.started:.3f}",
+            ]
         return "\n".join(out) + "\n"
 
 
@@ -151,5 +161,6 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             self.metrics.in_flight -= 1
-            self.metrics.request(scope.get("method", "?"), self._template(scope), status, time.perf_counter() - t0,
-                                 scope.get(ERROR_KEY))
+            self.metrics.request(
+                scope.get("method", "?"), self._template(scope), status, time.perf_counter() - t0, scope.get(ERROR_KEY)
+            )

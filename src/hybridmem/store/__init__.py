@@ -8,8 +8,17 @@ from typing import Any
 from .base import ChunkRow, PreparedDocument, Store, WriteResult
 from .sqlite import SQLiteStore
 
-__all__ = ["Store", "SQLiteStore", "ChunkRow", "PreparedDocument", "WriteResult", "open_store", "is_url",
-           "store_exists", "display_target"]
+__all__ = [
+    "Store",
+    "SQLiteStore",
+    "ChunkRow",
+    "PreparedDocument",
+    "WriteResult",
+    "open_store",
+    "is_url",
+    "store_exists",
+    "display_target",
+]
 
 _PG_SCHEMES = ("postgresql://", "postgres://")
 

@@ -16,8 +16,19 @@ import numpy as np
 from ..errors import EmbedderMismatchError
 from ..filters import Filter
 
-__all__ = ["Store", "SQLReader", "Allowed", "ChunkRow", "PreparedDocument", "WriteResult", "WritePlan", "DOCUMENT_COLUMNS",
-           "document_record", "plan_writes", "check_embedder"]
+__all__ = [
+    "Store",
+    "SQLReader",
+    "Allowed",
+    "ChunkRow",
+    "PreparedDocument",
+    "WriteResult",
+    "WritePlan",
+    "DOCUMENT_COLUMNS",
+    "document_record",
+    "plan_writes",
+    "check_embedder",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,8 +65,13 @@ def document_record(row: Sequence[Any], metadata: dict[str, Any], chunks: Sequen
     """``get_document``'s answer, the same from every backend: ``row`` holds DOCUMENT_COLUMNS (its
     metadata already decoded into ``metadata``), ``chunks`` (chunk_id, text) in order."""
     return {
-        "doc_id": row[0], "source": row[1], "metadata": metadata, "content_hash": row[3],
-        "n_chunks": row[4], "created_at": row[5], "updated_at": row[6],
+        "doc_id": row[0],
+        "source": row[1],
+        "metadata": metadata,
+        "content_hash": row[3],
+        "n_chunks": row[4],
+        "created_at": row[5],
+        "updated_at": row[6],
         "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
     }
 
@@ -103,8 +119,9 @@ class WritePlan:
     replaced: list[str] = field(default_factory=list)
 
 
-def plan_writes(docs: Sequence[PreparedDocument], existing: Mapping[str, tuple[str, str]], now: str,
-                res: WriteResult) -> WritePlan:
+def plan_writes(
+    docs: Sequence[PreparedDocument], existing: Mapping[str, tuple[str, str]], now: str, res: WriteResult
+) -> WritePlan:
     """Sort one write's documents into unchanged / updated / added (recorded in ``res``).
     ``existing``: doc id -> (content hash, created_at) of the stored documents among ``docs``.
     The same id twice in one write: the last one wins, as two writes in a row would leave it."""

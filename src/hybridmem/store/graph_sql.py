@@ -95,8 +95,10 @@ def delete_graph_provenance(db: Any, part: list[int]) -> None:
     involved. ``db`` executes ``?``-placeholder SQL; ``part`` is at most a few hundred rowids."""
     q = ",".join("?" * len(part))
     ents = [r[0] for r in db.execute(f"SELECT DISTINCT entity_id FROM graph_mentions WHERE chunk_rowid IN ({q})", part)]
-    rels = [r[0] for r in db.execute(
-        f"SELECT DISTINCT relation_id FROM graph_relation_sources WHERE chunk_rowid IN ({q})", part)]
+    rels = [
+        r[0]
+        for r in db.execute(f"SELECT DISTINCT relation_id FROM graph_relation_sources WHERE chunk_rowid IN ({q})", part)
+    ]
     db.execute(f"DELETE FROM graph_chunks WHERE chunk_rowid IN ({q})", part)
     if not ents and not rels:
         return
@@ -106,7 +108,9 @@ def delete_graph_provenance(db: Any, part: list[int]) -> None:
         rp = rels[j : j + 500]
         db.execute(
             f"DELETE FROM graph_relations WHERE id IN ({','.join('?' * len(rp))}) AND NOT EXISTS "
-            "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id = graph_relations.id)", rp)
+            "(SELECT 1 FROM graph_relation_sources s WHERE s.relation_id = graph_relations.id)",
+            rp,
+        )
     for j in range(0, len(ents), 500):
         ep = ents[j : j + 500]
         eq = ",".join("?" * len(ep))
@@ -114,7 +118,11 @@ def delete_graph_provenance(db: Any, part: list[int]) -> None:
         # relations of a deleted entity go with it (ON DELETE CASCADE)
         db.execute(
             f"DELETE FROM graph_entities WHERE id IN ({eq}) AND NOT EXISTS "
-            "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = graph_entities.id)", ep)
+            "(SELECT 1 FROM graph_mentions m WHERE m.entity_id = graph_entities.id)",
+            ep,
+        )
     db.execute(
         "UPDATE graph_state SET version = version + 1 WHERE ns_id IN "
-        f"(SELECT DISTINCT ns_id FROM chunks WHERE id IN ({q}))", part)
+        f"(SELECT DISTINCT ns_id FROM chunks WHERE id IN ({q}))",
+        part,
+    )

@@ -45,15 +45,15 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
 from ..config import BM25_B as B
 from ..config import BM25_IDF_FLOOR
 from ..config import BM25_K1 as K1
+from ..errors import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
 from ..filters import Filter
-from .sql_filters import to_pg_sql
 from ..text.tokenize import TOKENIZER_VERSION
 from . import graph_sql
 from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
+from .sql_filters import to_pg_sql
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
 
@@ -252,9 +252,18 @@ class PostgresStore:
     #: the BM25 and dense legs run in SQL (``search_sparse``, ``search_dense``)
     native_search = True
 
-    def __init__(self, url: str, *, create: bool = True, pool_size: int = 8, statement_timeout_ms: int = 30_000,
-                 schema: str = "hybridmem", connect_timeout: float = 10.0, hnsw_ef_search: int = 64,
-                 exact_threshold: int = 20_000) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        create: bool = True,
+        pool_size: int = 8,
+        statement_timeout_ms: int = 30_000,
+        schema: str = "hybridmem",
+        connect_timeout: float = 10.0,
+        hnsw_ef_search: int = 64,
+        exact_threshold: int = 20_000,
+    ) -> None:
         self.url = url
         self.path = mask_url(url)
         if not _IDENT.match(schema):
@@ -272,24 +281,37 @@ class PostgresStore:
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
         opts = f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)}"
-        self._kwargs: dict[str, Any] = {"autocommit": True, "options": opts,
-                                        "connect_timeout": max(1, int(connect_timeout))}
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "options": opts,
+            "connect_timeout": max(1, int(connect_timeout)),
+        }
         # one direct connection first: a clear error when the server is down or the URL is wrong
         try:
             with psycopg.connect(url, **self._kwargs) as conn:
                 self._bootstrap(conn, create)
         except psycopg.OperationalError as e:
             raise StoreError(f"cannot connect to PostgreSQL at {self.path}: {str(e).strip()}") from None
-        self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), kwargs=self._kwargs,
-                                    timeout=connect_timeout + statement_timeout_ms / 1000, open=False,
-                                    name="hybridmem")
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs=self._kwargs,
+            timeout=connect_timeout + statement_timeout_ms / 1000,
+            open=False,
+            name="hybridmem",
+        )
         self._pool.open(wait=True, timeout=connect_timeout)
         self.reader = _AutoReader(self)
 
     # ------------------------------------------------------------------ set-up and migrations
     def _bootstrap(self, conn: psycopg.Connection, create: bool) -> None:
-        exists = conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'",
-                              (self.schema,)).fetchone() is not None
+        exists = (
+            conn.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'", (self.schema,)
+            ).fetchone()
+            is not None
+        )
         if not exists and not create:
             raise NotFoundError(f"no hybridmem store in schema {self.schema!r} at {self.path}")
         with conn.transaction():
@@ -311,28 +333,39 @@ class PostgresStore:
                 ) from None
             version_row = conn.execute("SELECT extversion FROM pg_extension WHERE extname='vector'").fetchone()
             if version_row and tuple(int(x) for x in re.findall(r"\d+", version_row[0])[:2]) < (0, 8):
-                raise StoreError(f"pgvector {version_row[0]} at {self.path} is too old: hybridmem needs 0.8+ "
-                                 "(iterative index scans for filtered search)")
+                raise StoreError(
+                    f"pgvector {version_row[0]} at {self.path} is too old: hybridmem needs 0.8+ "
+                    "(iterative index scans for filtered search)"
+                )
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self.schema}")
             version = 0
-            if conn.execute("SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'",
-                            (self.schema,)).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema=%s AND table_name='meta'", (self.schema,)
+            ).fetchone():
                 row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
                 version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
-                raise StoreError(f"{self.path} has hybridmem schema version {version}, newer than this hybridmem "
-                                 f"({SCHEMA_VERSION}): upgrade")
+                raise StoreError(
+                    f"{self.path} has hybridmem schema version {version}, newer than this hybridmem "
+                    f"({SCHEMA_VERSION}): upgrade"
+                )
             for i in range(version, SCHEMA_VERSION):
                 for stmt in MIGRATIONS[i].split(";"):
                     if stmt.strip():
                         conn.execute(stmt)
-                conn.execute("INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
-                             "SET value = excluded.value", (str(i + 1),))
+                conn.execute(
+                    "INSERT INTO meta VALUES ('schema_version', %s) ON CONFLICT (key) DO UPDATE "
+                    "SET value = excluded.value",
+                    (str(i + 1),),
+                )
             row = conn.execute("SELECT value FROM meta WHERE key='tokenizer_version'").fetchone()
             stored = row[0] if row else None
             if stored != TOKENIZER_VERSION:
-                conn.execute("INSERT INTO meta VALUES ('tokenizer_version', %s) ON CONFLICT (key) DO UPDATE "
-                             "SET value = excluded.value", (TOKENIZER_VERSION,))
+                conn.execute(
+                    "INSERT INTO meta VALUES ('tokenizer_version', %s) ON CONFLICT (key) DO UPDATE "
+                    "SET value = excluded.value",
+                    (TOKENIZER_VERSION,),
+                )
         if stored is not None and stored != TOKENIZER_VERSION:
             self._reindex(conn)
 
@@ -393,12 +426,16 @@ class PostgresStore:
         self._dim_cache = None
         with self._wlock, self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('hybridmem-embedder'))")
-            conn.execute("INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                         (name,))
+            conn.execute(
+                "INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (name,),
+            )
             old = conn.execute("SELECT value FROM meta WHERE key='dim'").fetchone()
             if dim:
-                conn.execute("INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                             (str(int(dim)),))
+                conn.execute(
+                    "INSERT INTO meta VALUES ('dim', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(int(dim)),),
+                )
             else:
                 conn.execute("DELETE FROM meta WHERE key='dim'")
             if reset_vectors:
@@ -408,11 +445,15 @@ class PostgresStore:
             if dim and (old is None or int(old[0]) != int(dim) or reset_vectors):
                 conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
                 if conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
-                    raise ValidationError(f"the store holds vectors of dimension {old[0] if old else '?'}; "
-                                          f"re-embed (reset_vectors) to change to {dim}")
+                    raise ValidationError(
+                        f"the store holds vectors of dimension {old[0] if old else '?'}; "
+                        f"re-embed (reset_vectors) to change to {dim}"
+                    )
                 conn.execute(f"ALTER TABLE vectors ALTER COLUMN embedding TYPE vector({int(dim)})")
-                conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
-                             f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})")
+                conn.execute(
+                    f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
+                    f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
+                )
 
     def drop_vector_index(self) -> None:
         """Drop the HNSW index (before a bulk load: building it once afterwards is much faster than
@@ -420,8 +461,9 @@ class PostgresStore:
         with self._wlock, self._conn() as conn:
             conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
 
-    def create_vector_index(self, *, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION,
-                            maintenance_work_mem: str = "1GB") -> None:
+    def create_vector_index(
+        self, *, m: int = HNSW_M, ef_construction: int = HNSW_EF_CONSTRUCTION, maintenance_work_mem: str = "1GB"
+    ) -> None:
         """(Re)build the HNSW index (cosine) over every vector; give the build enough
         ``maintenance_work_mem`` to keep the graph in memory (about 1.5 × the vectors' size)."""
         if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):
@@ -430,8 +472,10 @@ class PostgresStore:
             conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
             conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
             conn.execute("SET statement_timeout = 0")  # a build may take longer than any query may
-            conn.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
-                         f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+            conn.execute(
+                f"CREATE INDEX vectors_hnsw ON vectors USING hnsw (embedding vector_cosine_ops) "
+                f"WITH (m = {int(m)}, ef_construction = {int(ef_construction)})"
+            )
             conn.execute("ANALYZE vectors")
             conn.execute("RESET statement_timeout")
             conn.execute("RESET maintenance_work_mem")
@@ -439,7 +483,7 @@ class PostgresStore:
     # ------------------------------------------------------------------ namespaces
     def namespaces(self) -> list[str]:
         with self._conn() as conn:
-            return [r[0] for r in conn.execute("SELECT name FROM namespaces ORDER BY name COLLATE \"C\"")]
+            return [r[0] for r in conn.execute('SELECT name FROM namespaces ORDER BY name COLLATE "C"')]
 
     def namespace_id(self, name: str, db: Any = None, create: bool = False) -> int | None:
         cached = self._ns_cache.get(name)
@@ -452,8 +496,10 @@ class PostgresStore:
         else:
             row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
             if row is None and create:
-                conn.execute("INSERT INTO namespaces (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
-                             (name, _now()))
+                conn.execute(
+                    "INSERT INTO namespaces (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
+                    (name, _now()),
+                )
                 row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
                 return int(_one(row)[0])  # cached only after commit
         if row is None:
@@ -474,7 +520,9 @@ class PostgresStore:
         if ns is None:
             return None
         with self._conn() as conn:
-            row = conn.execute("SELECT content_hash FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, doc_id)).fetchone()
+            row = conn.execute(
+                "SELECT content_hash FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, doc_id)
+            ).fetchone()
         return row[0] if row else None
 
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
@@ -489,9 +537,13 @@ class PostgresStore:
                 ns = self._lock_ns(conn, namespace, create=True)
                 assert ns is not None
                 ids = [d.doc_id for d in docs]
-                existing = {r[0]: (r[1], r[2]) for r in conn.execute(
-                    "SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)",
-                    (ns, ids))}
+                existing = {
+                    r[0]: (r[1], r[2])
+                    for r in conn.execute(
+                        "SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)",
+                        (ns, ids),
+                    )
+                }
                 plan = plan_writes(docs, existing, now, res)
                 todo, replaced = plan.writes, plan.replaced
                 old_vecs: dict[tuple[str, str], str] = {}  # (doc_id, text_hash) -> vector text
@@ -500,51 +552,38 @@ class PostgresStore:
                 if replaced:
                     old = conn.execute(
                         "SELECT c.id, c.doc_id, c.text_hash, v.embedding::text FROM chunks c LEFT JOIN vectors v "
-                        "ON v.chunk_rowid = c.id WHERE c.ns_id=%s AND c.doc_id = ANY(%s)", (ns, replaced)).fetchall()
+                        "ON v.chunk_rowid = c.id WHERE c.ns_id=%s AND c.doc_id = ANY(%s)",
+                        (ns, replaced),
+                    ).fetchall()
                     old_vecs = {(doc, h): v for _, doc, h, v in old if v is not None}
                     removed_vecs = [i for i, _, _, v in old if v is not None]
                     removed_chunks = [i for i, _, _, _ in old]
                     self._delete_chunk_rows(conn, ns, removed_chunks)
                 n_new = sum(len(d.chunks) for d, _ in todo)
-                rowids = [r[0] for r in conn.execute(
-                    "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, %s)", (n_new,))]
-                doc_rows, chunk_rows, post_rows, queue_rows, vec_rows = [], [], [], [], []
-                df: Counter[str] = Counter()
-                total_len = 0
-                keys: set[str] = set()
-                it = iter(rowids)
-                for d, created in todo:
-                    meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
-                    keys.update(d.metadata)
-                    doc_rows.append((ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now))
-                    for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
-                        rid = next(it)
-                        terms = toks.split()
-                        tf = Counter(terms)
-                        chunk_rows.append((rid, ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json,
-                                           toks, len(terms), created, now))
-                        post_rows += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]
-                        df.update(tf.keys())
-                        total_len += len(terms)
-                        v = old_vecs.get((d.doc_id, th))
-                        if v is not None:
-                            vec_rows.append((rid, ns, v))
-                            res.vectors_reused += 1
-                        else:
-                            queue_rows.append((rid, now))
-                        res.chunks_written += 1
+                rowids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) FROM generate_series(1, %s)", (n_new,)
+                    )
+                ]
+                doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, total_len, keys = self._write_rows(
+                    ns, todo, rowids, old_vecs, now, res
+                )
                 if replaced:
                     conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced))
                 self._insert_rows(conn, ns, doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, keys)
-                conn.execute("UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
-                             (len(chunk_rows), total_len, ns))
+                conn.execute(
+                    "UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
+                    (len(chunk_rows), total_len, ns),
+                )
                 added_chunks = [r[0] for r in chunk_rows]
                 added_vecs = [r[0] for r in vec_rows]
                 if added_vecs or removed_vecs:
                     res.vec_changes.append((namespace, self._bump(conn, ns), added_vecs, removed_vecs))
                 if added_chunks or removed_chunks:
-                    res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), added_chunks,
-                                              removed_chunks))
+                    res.chunk_changes.append(
+                        (namespace, self._bump(conn, ns, "chunk_version"), added_chunks, removed_chunks)
+                    )
         except (pgerr.IntegrityError, pgerr.DataError, pgerr.UntranslatableCharacter) as e:
             raise ValidationError(f"write rejected by the store: {str(e).strip()}") from None
         except psycopg.DatabaseError as e:
@@ -555,15 +594,90 @@ class PostgresStore:
         self._maybe_analyze(res.chunks_written)
         return res
 
-    def _insert_rows(self, conn: psycopg.Connection, ns: int, doc_rows: list[tuple[Any, ...]],
-                     chunk_rows: list[tuple[Any, ...]], post_rows: list[tuple[Any, ...]],
-                     queue_rows: list[tuple[Any, ...]], vec_rows: list[tuple[Any, ...]], df: Counter[str],
-                     keys: set[str]) -> None:
+    @staticmethod
+    def _write_rows(
+        ns: int,
+        todo: Sequence[tuple[PreparedDocument, str]],
+        rowids: Sequence[int],
+        old_vecs: dict[tuple[str, str], str],
+        now: str,
+        res: WriteResult,
+    ) -> tuple[
+        list[tuple[Any, ...]],
+        list[tuple[Any, ...]],
+        list[tuple[Any, ...]],
+        list[tuple[Any, ...]],
+        list[tuple[Any, ...]],
+        Counter[str],
+        int,
+        set[str],
+    ]:
+        """The rows one write inserts (documents, chunks, postings, queue, reused vectors), its term
+        document frequencies, token count and metadata keys; ``res`` counts chunks and reused vectors."""
+        doc_rows, chunk_rows, post_rows, queue_rows, vec_rows = [], [], [], [], []
+        df: Counter[str] = Counter()
+        total_len = 0
+        keys: set[str] = set()
+        it = iter(rowids)
+        for d, created in todo:
+            meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
+            keys.update(d.metadata)
+            doc_rows.append((ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now))
+            for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
+                rid = next(it)
+                terms = toks.split()
+                tf = Counter(terms)
+                chunk_rows.append(
+                    (
+                        rid,
+                        ns,
+                        d.chunk_id(i),
+                        d.doc_id,
+                        i,
+                        text,
+                        th,
+                        lang,
+                        d.source,
+                        meta_json,
+                        toks,
+                        len(terms),
+                        created,
+                        now,
+                    )
+                )
+                post_rows += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]
+                df.update(tf.keys())
+                total_len += len(terms)
+                v = old_vecs.get((d.doc_id, th))
+                if v is not None:
+                    vec_rows.append((rid, ns, v))
+                    res.vectors_reused += 1
+                else:
+                    queue_rows.append((rid, now))
+                res.chunks_written += 1
+        return doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, total_len, keys
+
+    def _insert_rows(
+        self,
+        conn: psycopg.Connection,
+        ns: int,
+        doc_rows: list[tuple[Any, ...]],
+        chunk_rows: list[tuple[Any, ...]],
+        post_rows: list[tuple[Any, ...]],
+        queue_rows: list[tuple[Any, ...]],
+        vec_rows: list[tuple[Any, ...]],
+        df: Counter[str],
+        keys: set[str],
+    ) -> None:
         """The rows of one write, in bulk (COPY), and the term and metadata-key statistics."""
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
-            self._copy(cur, "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
-                       "tokens, n_tokens, created_at, updated_at)", chunk_rows)
+            self._copy(
+                cur,
+                "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
+                "tokens, n_tokens, created_at, updated_at)",
+                chunk_rows,
+            )
             self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
             self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
             self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
@@ -572,10 +686,13 @@ class PostgresStore:
                 cur.execute(
                     "INSERT INTO term_df (ns_id, term, df) SELECT %s, t, n FROM unnest(%s::text[], %s::bigint[]) "
                     "AS u(t, n) ON CONFLICT (ns_id, term) DO UPDATE SET df = term_df.df + excluded.df",
-                    (ns, terms_l, [df[t] for t in terms_l]))
+                    (ns, terms_l, [df[t] for t in terms_l]),
+                )
             if keys:
-                cur.execute("INSERT INTO metadata_keys SELECT %s, k FROM unnest(%s::text[]) AS k "
-                            "ON CONFLICT DO NOTHING", (ns, sorted(keys)))
+                cur.execute(
+                    "INSERT INTO metadata_keys SELECT %s, k FROM unnest(%s::text[]) AS k ON CONFLICT DO NOTHING",
+                    (ns, sorted(keys)),
+                )
 
     def _maybe_analyze(self, n: int) -> None:
         """Refresh planner statistics after bulk writes (autovacuum catches up only later, and a
@@ -613,8 +730,9 @@ class PostgresStore:
         provenance, in the caller's transaction."""
         if not rowids:
             return
-        rows = conn.execute("SELECT id, tokens, n_tokens FROM chunks WHERE id = ANY(%s) AND ns_id=%s",
-                            (rowids, ns)).fetchall()
+        rows = conn.execute(
+            "SELECT id, tokens, n_tokens FROM chunks WHERE id = ANY(%s) AND ns_id=%s", (rowids, ns)
+        ).fetchall()
         df: Counter[str] = Counter()
         total = 0
         pairs_t: list[str] = []
@@ -625,15 +743,23 @@ class PostgresStore:
             total += n
             pairs_t += terms
             pairs_r += [rid] * len(terms)
-        conn.execute("DELETE FROM postings p USING unnest(%s::text[], %s::bigint[]) AS u(t, r) "
-                     "WHERE p.ns_id=%s AND p.term = u.t AND p.chunk_rowid = u.r", (pairs_t, pairs_r, ns))
+        conn.execute(
+            "DELETE FROM postings p USING unnest(%s::text[], %s::bigint[]) AS u(t, r) "
+            "WHERE p.ns_id=%s AND p.term = u.t AND p.chunk_rowid = u.r",
+            (pairs_t, pairs_r, ns),
+        )
         if df:
             terms_l = list(df)
-            conn.execute("UPDATE term_df d SET df = d.df - u.n FROM unnest(%s::text[], %s::bigint[]) AS u(t, n) "
-                         "WHERE d.ns_id=%s AND d.term = u.t", (terms_l, [df[t] for t in terms_l], ns))
+            conn.execute(
+                "UPDATE term_df d SET df = d.df - u.n FROM unnest(%s::text[], %s::bigint[]) AS u(t, n) "
+                "WHERE d.ns_id=%s AND d.term = u.t",
+                (terms_l, [df[t] for t in terms_l], ns),
+            )
             conn.execute("DELETE FROM term_df WHERE ns_id=%s AND term = ANY(%s) AND df <= 0", (ns, terms_l))
-        conn.execute("UPDATE namespaces SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE id=%s",
-                     (len(rows), total, ns))
+        conn.execute(
+            "UPDATE namespaces SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE id=%s",
+            (len(rows), total, ns),
+        )
         for i in range(0, len(rowids), 500):
             graph_sql.delete_graph_provenance(_Qmark(conn), rowids[i : i + 500])
         conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors and queue cascade
@@ -651,16 +777,22 @@ class PostgresStore:
             removed_chunks: list[int] = []
             for ident in ids:
                 rowids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND doc_id=%s", (ns, ident))]
-                is_doc = bool(rowids) or conn.execute(
-                    "SELECT 1 FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident)).fetchone() is not None
+                is_doc = (
+                    bool(rowids)
+                    or conn.execute("SELECT 1 FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident)).fetchone()
+                    is not None
+                )
                 if not is_doc:
-                    rowids = [r[0] for r in conn.execute(
-                        "SELECT id FROM chunks WHERE ns_id=%s AND chunk_id=%s", (ns, ident))]
+                    rowids = [
+                        r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND chunk_id=%s", (ns, ident))
+                    ]
                     if not rowids:
                         continue
                 if rowids:
-                    removed_vecs += [r[0] for r in conn.execute(
-                        "SELECT chunk_rowid FROM vectors WHERE chunk_rowid = ANY(%s)", (rowids,))]
+                    removed_vecs += [
+                        r[0]
+                        for r in conn.execute("SELECT chunk_rowid FROM vectors WHERE chunk_rowid = ANY(%s)", (rowids,))
+                    ]
                 removed_chunks += rowids
                 self._delete_chunk_rows(conn, ns, rowids)
                 if is_doc:
@@ -669,7 +801,9 @@ class PostgresStore:
                     doc = ident.rsplit("_p", 1)[0]
                     conn.execute(  # the last chunk of a document went: the document goes too
                         "DELETE FROM documents d WHERE ns_id=%s AND doc_id=%s AND NOT EXISTS "
-                        "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)", (ns, doc))
+                        "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)",
+                        (ns, doc),
+                    )
                 found.append(ident)
             if removed_vecs:
                 res.vec_changes.append((namespace, self._bump(conn, ns), [], removed_vecs))
@@ -715,7 +849,9 @@ class PostgresStore:
         with self._conn() as conn:
             return conn.execute(
                 "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
-                "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT %s", (limit,)).fetchall()
+                "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT %s",
+                (limit,),
+            ).fetchall()
 
     def pending_count(self, namespace: str | None = None) -> int:
         with self._conn() as conn:
@@ -724,8 +860,14 @@ class PostgresStore:
             ns = self.namespace_id(namespace)
             if ns is None:
                 return 0
-            return int(_one(conn.execute("SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
-                                         "WHERE c.ns_id=%s", (ns,)).fetchone())[0])
+            return int(
+                _one(
+                    conn.execute(
+                        "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id=%s",
+                        (ns,),
+                    ).fetchone()
+                )[0]
+            )
 
     def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
         """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
@@ -738,8 +880,12 @@ class PostgresStore:
             self.set_embedder(name or "unknown", dim)
         with self._wlock, self._conn() as conn, conn.transaction():
             rids = [int(r) for r, _, _ in items]
-            live = {r: (ns, th) for r, ns, th in conn.execute(
-                "SELECT id, ns_id, text_hash FROM chunks WHERE id = ANY(%s) FOR UPDATE", (rids,))}
+            live = {
+                r: (ns, th)
+                for r, ns, th in conn.execute(
+                    "SELECT id, ns_id, text_hash FROM chunks WHERE id = ANY(%s) FOR UPDATE", (rids,)
+                )
+            }
             # dequeue what is stored or gone; a chunk whose text changed meanwhile stays queued
             done = [r for r, th, _ in items if int(r) not in live or live[int(r)][1] == th]
             conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in done],))
@@ -791,8 +937,10 @@ class PostgresStore:
         if ns is None:
             return []
         with self._conn() as conn:
-            return conn.execute("SELECT id, tokens FROM chunks WHERE ns_id=%s AND id = ANY(%s) ORDER BY id",
-                                (ns, [int(r) for r in rowids])).fetchall()
+            return conn.execute(
+                "SELECT id, tokens FROM chunks WHERE ns_id=%s AND id = ANY(%s) ORDER BY id",
+                (ns, [int(r) for r in rowids]),
+            ).fetchall()
 
     def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
         ns = self.namespace_id(namespace)
@@ -801,16 +949,20 @@ class PostgresStore:
             return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         with self.snapshot() as db:
             version = int(_one(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
-            ids, m = _vectors_binary(db.conn, "SELECT chunk_rowid, embedding FROM vectors WHERE ns_id=%s "
-                                     "ORDER BY chunk_rowid", (ns,))
+            ids, m = _vectors_binary(
+                db.conn, "SELECT chunk_rowid, embedding FROM vectors WHERE ns_id=%s ORDER BY chunk_rowid", (ns,)
+            )
         if not len(ids):
             return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         return version, ids, m
 
     def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         with self._conn() as conn:
-            return _vectors_binary(conn, "SELECT chunk_rowid, embedding FROM vectors WHERE chunk_rowid = ANY(%s)",
-                                   ([int(r) for r in rowids],))
+            return _vectors_binary(
+                conn,
+                "SELECT chunk_rowid, embedding FROM vectors WHERE chunk_rowid = ANY(%s)",
+                ([int(r) for r in rowids],),
+            )
 
     # ------------------------------------------------------------------ the legs, in SQL
     def search_legs(self) -> "PostgresLegs":
@@ -827,8 +979,9 @@ class PostgresStore:
             scope = scope.flt
         return to_pg_sql(scope, "c.metadata")
 
-    def search_sparse(self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None,
-                      k: int) -> list[tuple[int, float]]:
+    def search_sparse(
+        self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
+    ) -> list[tuple[int, float]]:
         """Top-k (rowid, BM25) among chunks holding a query term and passing the filter (a pre-filter:
         statistics are the namespace's, ranking is among allowed chunks). Ties go to the lower rowid."""
         ns = self.namespace_id(namespace)
@@ -858,8 +1011,9 @@ class PostgresStore:
             rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
-    def search_dense(self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *,
-                     exact: bool = False) -> list[tuple[int, float]]:
+    def search_dense(
+        self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
+    ) -> list[tuple[int, float]]:
         """Top-k (rowid, cosine similarity) by the HNSW index with iterative scans under the filter;
         exact when the index returns fewer than ``k`` rows while more rows pass the filter (or when
         asked: ``migrate`` verifies against an exact scan)."""
@@ -869,8 +1023,10 @@ class PostgresStore:
         where, fparams = self._where(flt)
         join = f"JOIN chunks c ON c.id = v.chunk_rowid AND {where}" if flt is not None else ""
         qv = _vec_text(np.asarray(q, np.float32).ravel())
-        sql = (f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
-               f"ORDER BY v.embedding <=> %s::vector LIMIT %s")
+        sql = (
+            f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
+            f"ORDER BY v.embedding <=> %s::vector LIMIT %s"
+        )
         params = [qv, *fparams, ns, qv, k]
         with self._conn() as conn, conn.transaction():
             if not exact and self.exact_threshold > 0:
@@ -887,8 +1043,9 @@ class PostgresStore:
                 conn.execute("SET LOCAL enable_bitmapscan = off")
             rows = conn.execute(sql, params).fetchall()
             if len(rows) < k and not exact:
-                n = _one(conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s",
-                                      [*fparams, ns]).fetchone())[0]
+                n = _one(
+                    conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s", [*fparams, ns]).fetchone()
+                )[0]
                 if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
                     conn.execute("SET LOCAL enable_indexscan = off")
                     conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -900,8 +1057,9 @@ class PostgresStore:
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         return self.search_sparse(namespace, tokens, flt, k)
 
-    def filter_rowids(self, namespace: str, flt: Allowed | Filter | None,
-                      among: Iterable[int] | None = None) -> np.ndarray:
+    def filter_rowids(
+        self, namespace: str, flt: Allowed | Filter | None, among: Iterable[int] | None = None
+    ) -> np.ndarray:
         ns = self.namespace_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
@@ -909,8 +1067,9 @@ class PostgresStore:
         if among is not None:
             where, params = f"{where} AND c.id = ANY(%s)", [*params, [int(r) for r in among]]
         with self._conn() as conn:
-            rows = conn.execute(f"SELECT c.id FROM chunks c WHERE c.ns_id=%s AND {where} ORDER BY c.id",
-                                [ns, *params]).fetchall()
+            rows = conn.execute(
+                f"SELECT c.id FROM chunks c WHERE c.ns_id=%s AND {where} ORDER BY c.id", [ns, *params]
+            ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def has_graph(self, namespace: str) -> bool:
@@ -929,8 +1088,10 @@ class PostgresStore:
 
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         with self._conn() as conn:
-            rows = conn.execute("SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks WHERE id = ANY(%s)",
-                                ([int(r) for r in rowids],)).fetchall()
+            rows = conn.execute(
+                "SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks WHERE id = ANY(%s)",
+                ([int(r) for r in rowids],),
+            ).fetchall()
         return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
@@ -938,12 +1099,14 @@ class PostgresStore:
         if ns is None:
             return None
         with self.snapshot() as db:
-            row = db.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
-                             (ns, doc_id)).fetchone()
+            row = db.execute(
+                f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)
+            ).fetchone()
             if row is None:
                 return None
-            chunks = db.execute("SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord",
-                                (ns, doc_id)).fetchall()
+            chunks = db.execute(
+                "SELECT chunk_id, text FROM chunks WHERE ns_id=? AND doc_id=? ORDER BY ord", (ns, doc_id)
+            ).fetchall()
         return document_record(row, row[2], chunks)
 
     def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
@@ -954,34 +1117,57 @@ class PostgresStore:
             return
         with self.snapshot() as db:
             # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
-            docs = db.execute("SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
-                              "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), "
-                              "doc_id COLLATE \"C\"", (ns,)).fetchall()
+            docs = db.execute(
+                "SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
+                "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), "
+                'doc_id COLLATE "C"',
+                (ns,),
+            ).fetchall()
             chunks: dict[str, list[tuple[Any, ...]]] = {}
-            for row in db.execute("SELECT doc_id, id, chunk_id, text, text_hash, lang, tokens FROM chunks "
-                                  "WHERE ns_id=? ORDER BY doc_id, ord", (ns,)):
+            for row in db.execute(
+                "SELECT doc_id, id, chunk_id, text, text_hash, lang, tokens FROM chunks "
+                "WHERE ns_id=? ORDER BY doc_id, ord",
+                (ns,),
+            ):
                 chunks.setdefault(row[0], []).append(tuple(row[1:]))
         for doc_id, source, meta, h in docs:
-            yield {"doc_id": doc_id, "source": source, "metadata": meta, "content_hash": h,
-                   "chunks": chunks.get(doc_id, [])}
+            yield {
+                "doc_id": doc_id,
+                "source": source,
+                "metadata": meta,
+                "content_hash": h,
+                "chunks": chunks.get(doc_id, []),
+            }
 
     def rowids_for(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, int]:
         ns = self.namespace_id(namespace)
         if ns is None:
             return {}
         with self._conn() as conn:
-            return dict(conn.execute("SELECT chunk_id, id FROM chunks WHERE ns_id=%s AND chunk_id = ANY(%s)",
-                                     (ns, list(chunk_ids))).fetchall())
+            return dict(
+                conn.execute(
+                    "SELECT chunk_id, id FROM chunks WHERE ns_id=%s AND chunk_id = ANY(%s)", (ns, list(chunk_ids))
+                ).fetchall()
+            )
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self.namespace_id(namespace)
         if ns is None:
             return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
         with self._conn() as conn:
-            d, c, v = _one(conn.execute(
-                "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s), (SELECT count(*) FROM chunks WHERE ns_id=%s), "
-                "(SELECT count(*) FROM vectors WHERE ns_id=%s)", (ns, ns, ns)).fetchone())
-        return {"documents": int(d), "chunks": int(c), "vectors": int(v), "pending_vectors": self.pending_count(namespace)}
+            d, c, v = _one(
+                conn.execute(
+                    "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s), (SELECT count(*) FROM chunks WHERE ns_id=%s), "
+                    "(SELECT count(*) FROM vectors WHERE ns_id=%s)",
+                    (ns, ns, ns),
+                ).fetchone()
+            )
+        return {
+            "documents": int(d),
+            "chunks": int(c),
+            "vectors": int(v),
+            "pending_vectors": self.pending_count(namespace),
+        }
 
     def integrity_check(self) -> str:
         """``ok``, or what is inconsistent: chunk statistics, document frequencies, postings, and
@@ -990,33 +1176,51 @@ class PostgresStore:
         with self.snapshot() as db:
             for ns, name in db.execute("SELECT id, name FROM namespaces ORDER BY id").fetchall():
                 n, total = _one(db.execute("SELECT n_chunks, total_len FROM namespaces WHERE id=?", (ns,)).fetchone())
-                cn, ct = _one(db.execute("SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?",
-                                         (ns,)).fetchone())
+                cn, ct = _one(
+                    db.execute(
+                        "SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?", (ns,)
+                    ).fetchone()
+                )
                 if (n, total) != (cn, ct):
                     problems.append(f"{name}: BM25 statistics say {n} chunks / {total} tokens, chunks hold {cn} / {ct}")
-                bad_df = _one(db.execute(
-                    "SELECT count(*) FROM (SELECT term, count(*) AS n FROM postings WHERE ns_id=? GROUP BY term) p "
-                    "FULL JOIN (SELECT term, df FROM term_df WHERE ns_id=?) d ON d.term = p.term "
-                    "WHERE p.n IS DISTINCT FROM d.df", (ns, ns)).fetchone())[0]
+                bad_df = _one(
+                    db.execute(
+                        "SELECT count(*) FROM (SELECT term, count(*) AS n FROM postings WHERE ns_id=? GROUP BY term) p "
+                        "FULL JOIN (SELECT term, df FROM term_df WHERE ns_id=?) d ON d.term = p.term "
+                        "WHERE p.n IS DISTINCT FROM d.df",
+                        (ns, ns),
+                    ).fetchone()
+                )[0]
                 if bad_df:
                     problems.append(f"{name}: {bad_df} terms with a wrong document frequency")
-                orphan = _one(db.execute("SELECT count(*) FROM postings p WHERE p.ns_id=? AND NOT EXISTS "
-                                         "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_rowid AND c.ns_id = p.ns_id)",
-                                         (ns,)).fetchone())[0]
+                orphan = _one(
+                    db.execute(
+                        "SELECT count(*) FROM postings p WHERE p.ns_id=? AND NOT EXISTS "
+                        "(SELECT 1 FROM chunks c WHERE c.id = p.chunk_rowid AND c.ns_id = p.ns_id)",
+                        (ns,),
+                    ).fetchone()
+                )[0]
                 if orphan:
                     problems.append(f"{name}: {orphan} postings of missing chunks")
-                lost = _one(db.execute("SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-                                       "(SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) AND NOT EXISTS "
-                                       "(SELECT 1 FROM embed_queue q WHERE q.chunk_rowid = c.id)", (ns,)).fetchone())[0]
+                lost = _one(
+                    db.execute(
+                        "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
+                        "(SELECT 1 FROM vectors v WHERE v.chunk_rowid = c.id) AND NOT EXISTS "
+                        "(SELECT 1 FROM embed_queue q WHERE q.chunk_rowid = c.id)",
+                        (ns,),
+                    ).fetchone()
+                )[0]
                 if lost:
                     problems.append(f"{name}: {lost} chunks with neither a vector nor a queue entry")
         return "ok" if not problems else "; ".join(problems)
 
     def size_bytes(self) -> int:
         with self._conn() as conn:
-            row = conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN "
-                               "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
-                               (self.schema,)).fetchone()
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN "
+                "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'm')",
+                (self.schema,),
+            ).fetchone()
         return int(_one(row)[0])
 
     def close(self) -> None:
@@ -1051,8 +1255,9 @@ class PostgresLegs:
     def sparse(self, namespace: str, terms: Sequence[str], allowed: Allowed | None, k: int) -> list[tuple[int, float]]:
         return self.store.search_sparse(namespace, terms, allowed, k) if terms else []
 
-    def dense(self, namespace: str, text: str, encoder: Any, allowed: Allowed | None,
-              k: int) -> list[tuple[int, float]]:
+    def dense(
+        self, namespace: str, text: str, encoder: Any, allowed: Allowed | None, k: int
+    ) -> list[tuple[int, float]]:
         if self.store.vector_version(namespace) == 0:
             return []  # nothing ever embedded in this namespace: do not even load the model
         q = encoder.vector(text)

@@ -35,8 +35,12 @@ def _sql_eq(path_sql: str, v: Any, params: list[Any]) -> str:
     return f"COALESCE(json_type({path_sql}) IN {_SQL_TYPES[k]} AND json_extract({path_sql}) = ?, 0)"
 
 
-def _compile(node: Filter, eq: Callable[[str, Any], str], exists: Callable[[str, bool], str],
-             compare: Callable[[str, str, Any], str]) -> str:
+def _compile(
+    node: Filter,
+    eq: Callable[[str, Any], str],
+    exists: Callable[[str, bool], str],
+    compare: Callable[[str, str, Any], str],
+) -> str:
     """The filter tree as one SQL boolean expression: ``and``/``or``/``not`` and the list operators
     here, the leaves from the dialect's ``eq`` (kind-aware equality, false for a missing key),
     ``exists`` and ``compare`` (``$gt``… between values of the same kind)."""
@@ -74,11 +78,16 @@ def to_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
 
     if f is None:
         return "1", []
-    return _compile(f, lambda key, v: _sql_eq(path(key), v, params),
-                    lambda key, v: f"json_type({path(key)}) IS {'NOT ' if v else ''}NULL", compare), params
+    return _compile(
+        f,
+        lambda key, v: _sql_eq(path(key), v, params),
+        lambda key, v: f"json_type({path(key)}) IS {'NOT ' if v else ''}NULL",
+        compare,
+    ), params
 
 
 # ---------------------------------------------------------------- SQL (PostgreSQL JSONB)
+
 
 def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
     """A WHERE fragment over a JSONB column for psycopg (``%s`` placeholders) and its parameters.
@@ -109,8 +118,10 @@ def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any
             if "\x00" in v:
                 raise FilterError(f"{key}.{op}: NUL characters are not supported by the PostgreSQL backend")
             params.extend([key, key, v])
-            return (f"COALESCE(jsonb_typeof({column} -> %s) = 'string' AND "
-                    f"({column} ->> %s) COLLATE \"C\" {cmp} %s COLLATE \"C\", FALSE)")
+            return (
+                f"COALESCE(jsonb_typeof({column} -> %s) = 'string' AND "
+                f'({column} ->> %s) COLLATE "C" {cmp} %s COLLATE "C", FALSE)'
+            )
         if isinstance(v, float) and math.isnan(v):
             return "FALSE"
         if isinstance(v, float) and math.isinf(v):  # every finite number is below +inf, above -inf
@@ -118,8 +129,9 @@ def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any
             holds = (v > 0) == (op in ("$lt", "$lte"))
             return f"COALESCE(jsonb_typeof({column} -> %s) = 'number', FALSE)" if holds else "FALSE"
         params.extend([key, key, repr(v) if isinstance(v, float) else str(v)])
-        return (f"COALESCE(jsonb_typeof({column} -> %s) = 'number' AND "
-                f"({column} ->> %s)::numeric {cmp} %s::numeric, FALSE)")
+        return (
+            f"COALESCE(jsonb_typeof({column} -> %s) = 'number' AND ({column} ->> %s)::numeric {cmp} %s::numeric, FALSE)"
+        )
 
     if f is None:
         return "TRUE", []

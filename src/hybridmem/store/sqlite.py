@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -21,10 +20,10 @@ import numpy as np
 
 from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
-from .sql_filters import to_sql
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
 from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .graph_sql import delete_graph_provenance, graph_tables
+from .sql_filters import to_sql
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
@@ -81,7 +80,7 @@ def _m1(db: sqlite3.Connection) -> None:
         CREATE TABLE vectors (chunk_rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL);
         CREATE TABLE embed_queue (chunk_rowid INTEGER PRIMARY KEY, enqueued_at TEXT NOT NULL);
         CREATE TABLE metadata_keys (ns_id INTEGER NOT NULL, key TEXT NOT NULL, PRIMARY KEY (ns_id, key));
-        """
+        """,
     )
 
 
@@ -168,8 +167,10 @@ class SQLiteStore:
             )
         size = p.stat().st_size
         if not has_wal and size < expected:
-            raise StoreError(f"{self.path} is not a hybridmem store: truncated or corrupt ({size} bytes, its header "
-                             f"counts {expected})")
+            raise StoreError(
+                f"{self.path} is not a hybridmem store: truncated or corrupt ({size} bytes, its header "
+                f"counts {expected})"
+            )
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> sqlite3.Connection:
@@ -300,7 +301,7 @@ class SQLiteStore:
             cur = db.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?)", (name, _now()))
             assert cur.lastrowid is not None  # set by the INSERT
             ns_id = int(cur.lastrowid)
-            db.execute(f"CREATE VIRTUAL TABLE {_fts(ns_id)} USING fts5(tokens, tokenize=\"{_FTS_TOKENIZE}\")")
+            db.execute(f'CREATE VIRTUAL TABLE {_fts(ns_id)} USING fts5(tokens, tokenize="{_FTS_TOKENIZE}")')
             return ns_id  # cached only after commit (see write_documents)
         self._ns_cache[name] = int(row[0])
         return int(row[0])
@@ -367,8 +368,7 @@ class SQLiteStore:
                             cur = db.execute(
                                 "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
                                 " metadata, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json,
-                                 created, now),
+                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json, created, now),
                             )
                             assert cur.lastrowid is not None  # set by the INSERT
                             rid = int(cur.lastrowid)
@@ -381,9 +381,7 @@ class SQLiteStore:
                             else:
                                 db.execute("INSERT INTO embed_queue VALUES (?, ?)", (rid, now))
                             res.chunks_written += 1
-                    db.executemany(
-                        "INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(keys)]
-                    )
+                    db.executemany("INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(keys)])
                     if added_vecs or removed_vecs:
                         version = self._bump(db, ns)
                         res.vec_changes.append((namespace, version, added_vecs, removed_vecs))
@@ -428,13 +426,13 @@ class SQLiteStore:
             removed_chunks: list[int] = []
             for ident in ids:
                 rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchall()
-                is_doc = bool(rows) or db.execute(
-                    "SELECT 1 FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident)
-                ).fetchone() is not None
+                is_doc = (
+                    bool(rows)
+                    or db.execute("SELECT 1 FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchone()
+                    is not None
+                )
                 if not is_doc:
-                    rows = db.execute(
-                        "SELECT id FROM chunks WHERE ns_id=? AND chunk_id=?", (ns, ident)
-                    ).fetchall()
+                    rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND chunk_id=?", (ns, ident)).fetchall()
                     if not rows:
                         continue
                 rowids = [r[0] for r in rows]
@@ -518,9 +516,7 @@ class SQLiteStore:
                 db.execute("DELETE FROM embed_queue WHERE chunk_rowid=?", (rid,))
                 if row is None:
                     continue
-                db.execute(
-                    "INSERT OR REPLACE INTO vectors VALUES (?, ?)", (rid, np.asarray(vec, np.float32).tobytes())
-                )
+                db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (rid, np.asarray(vec, np.float32).tobytes()))
                 by_ns.setdefault(row[0], []).append(rid)
             names = dict(db.execute("SELECT id, name FROM namespaces").fetchall())
             for ns, rids in by_ns.items():
@@ -563,7 +559,8 @@ class SQLiteStore:
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             out += self.reader.execute(
-                f"SELECT rowid, tokens FROM {_fts(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid", part
+                f"SELECT rowid, tokens FROM {_fts(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid",
+                part,
             ).fetchall()
         return out
 
@@ -641,13 +638,18 @@ class SQLiteStore:
             rows = []
             for i in range(0, len(among), 500):
                 part = among[i : i + 500]
-                rows += self.reader.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]).fetchall()
+                rows += self.reader.execute(
+                    f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]
+                ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def has_graph(self, namespace: str) -> bool:
         """True once ``graph build`` ran for the namespace (cheap: no graph module is loaded)."""
         ns = self.namespace_id(namespace)
-        return ns is not None and self.reader.execute("SELECT 1 FROM graph_state WHERE ns_id=?", (ns,)).fetchone() is not None
+        return (
+            ns is not None
+            and self.reader.execute("SELECT 1 FROM graph_state WHERE ns_id=?", (ns,)).fetchone() is not None
+        )
 
     def metadata_keys(self, namespace: str) -> set[str]:
         ns = self.namespace_id(namespace)
@@ -672,8 +674,9 @@ class SQLiteStore:
         ns = self.namespace_id(namespace)
         if ns is None:
             return None
-        row = self.reader.execute(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?",
-                              (ns, doc_id)).fetchone()
+        row = self.reader.execute(
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)
+        ).fetchone()
         if row is None:
             return None
         chunks = self.reader.execute(
@@ -691,16 +694,25 @@ class SQLiteStore:
         try:
             db.execute("BEGIN")
             # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
-            docs = db.execute("SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
-                              "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), doc_id",
-                              (ns,))
+            docs = db.execute(
+                "SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
+                "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), doc_id",
+                (ns,),
+            )
             fts = _fts(ns)
             for doc_id, source, meta, h in docs.fetchall():
                 chunks = db.execute(
                     f"SELECT c.id, c.chunk_id, c.text, c.text_hash, c.lang, f.tokens FROM chunks c JOIN {fts} f "
-                    "ON f.rowid = c.id WHERE c.ns_id=? AND c.doc_id=? ORDER BY c.ord", (ns, doc_id)).fetchall()
-                yield {"doc_id": doc_id, "source": source, "metadata": json.loads(meta), "content_hash": h,
-                       "chunks": chunks}
+                    "ON f.rowid = c.id WHERE c.ns_id=? AND c.doc_id=? ORDER BY c.ord",
+                    (ns, doc_id),
+                ).fetchall()
+                yield {
+                    "doc_id": doc_id,
+                    "source": source,
+                    "metadata": json.loads(meta),
+                    "content_hash": h,
+                    "chunks": chunks,
+                }
         finally:
             db.close()
 
@@ -712,8 +724,12 @@ class SQLiteStore:
         ids = list(chunk_ids)
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
-            out.update(self.reader.execute(f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN "
-                                       f"({','.join('?' * len(part))})", [ns, *part]).fetchall())
+            out.update(
+                self.reader.execute(
+                    f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN ({','.join('?' * len(part))})",
+                    [ns, *part],
+                ).fetchall()
+            )
         return out
 
     def counts(self, namespace: str) -> dict[str, int]:

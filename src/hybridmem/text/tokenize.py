@@ -16,7 +16,16 @@ from typing import Any, cast
 from .stopwords import ALL as STOPWORDS
 from .stopwords import BY_LANG
 
-__all__ = ["tokenize", "query_tokens", "identifier_tokens", "is_identifier", "detect_language", "fold", "TOKENIZER_VERSION", "TOKEN_CHARS"]
+__all__ = [
+    "tokenize",
+    "query_tokens",
+    "identifier_tokens",
+    "is_identifier",
+    "detect_language",
+    "fold",
+    "TOKENIZER_VERSION",
+    "TOKEN_CHARS",
+]
 
 #: bump when the token stream changes: stores re-index their BM25 tables on open
 TOKENIZER_VERSION = "3"
