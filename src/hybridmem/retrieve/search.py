@@ -144,8 +144,6 @@ class Searcher:
         self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int
     ) -> dict[str, Callable[[], list[LegHit]]]:
         """The legs a query of ``mode`` runs, each a call bound to its inputs."""
-        if allowed is not None and allowed.empty:
-            return {name: list for name in self._leg_names(req, mode)}
         legs: dict[str, Callable[[], list[LegHit]]] = {}
         terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
         if mode in ("bm25", "hybrid"):
@@ -168,25 +166,9 @@ class Searcher:
                 return [] if rows is not None and len(rows) == 0 else graph_leg(namespace, req.search_text, rows, k)
 
             legs["graph"] = graph
+        if allowed is not None and allowed.empty:  # the filter allows nothing: every leg answers empty
+            return {name: list for name in legs}
         return legs
-
-    def _leg_names(self, req: QueryRequest, mode: str) -> list[str]:
-        names = []
-        if mode in ("bm25", "hybrid"):
-            names.append("bm25")
-        if mode in ("vector", "hybrid"):
-            names.append("dense")
-        if (
-            mode == "hybrid"
-            and req.hybrid_params.exact_weight > 0
-            and any(is_identifier(t) for t in query_tokens(req.search_text))
-        ):
-            names.append("exact")
-        if self.graph_leg is not None and (
-            mode == "graph" or (mode == "hybrid" and req.hybrid_params.graph_weight > 0)
-        ):
-            names.append("graph")
-        return names
 
 
 def build_request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:
