@@ -204,11 +204,13 @@ def kb(tmp_path: Path) -> Path:
 def test_ingest_directory(mem, kb):
     rep = mem.ingest_path(kb)
     skipped = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
-    assert set(skipped) == {"bin.txt", "bad.md"}
-    assert "binary" in skipped["bin.txt"] and "bin.txt" in skipped["bin.txt"]
-    assert "UTF-8" in skipped["bad.md"] and "bad.md" in skipped["bad.md"]
-    assert len(rep.added) == 8 and rep.updated == [] and rep.unchanged == []
-    assert {"kb/a", "kb/b", "kb/c", "kb/d", "rec-1", "j1", "j2"} <= set(rep.added)
+    assert set(skipped) == {"bin.txt"}  # the path is its own field; the reason says why
+    assert "binary" in skipped["bin.txt"] and rep.skipped[0]["path"] == "kb/bin.txt"
+    # a Latin-1 file is read in the encoding detected, and the report says so
+    assert [n["path"] for n in rep.notes] == ["kb/bad.md"] and "cp1252" in rep.notes[0]["message"]
+    assert len(rep.added) == 9 and rep.updated == [] and rep.unchanged == []
+    assert {"kb/a", "kb/b", "kb/bad", "kb/c", "kb/d", "rec-1", "j1", "j2"} <= set(rep.added)
+    assert "café" in mem.get("kb/bad")["chunks"][0]["text"]
 
     def top(q: str):
         res = mem.search(q, mode="bm25").results
@@ -217,7 +219,7 @@ def test_ingest_directory(mem, kb):
 
     assert top("walrus").doc_id == "kb/a" and top("walrus").source.endswith("kb/a.md")
     assert top("otters").doc_id == "kb/b"  # the binary, invalid and hidden files were not ingested
-    assert len(mem.search("otters", mode="bm25").results) == 1
+    assert len(mem.search("otters", mode="bm25").results) == 2  # kb/b and the Latin-1 kb/bad
     assert top("badgers").doc_id == "kb/c"
     # HTML: visible text only, headings kept as markdown
     d = mem.get("kb/d")

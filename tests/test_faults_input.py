@@ -254,14 +254,35 @@ def test_binary_and_non_utf8_files_are_skipped_by_name(base: Memory, tmp_path: P
     (d / "good.md").write_text("# Runbook\n\nRestart the gateway when HEL-5050 appears.")
     before = _counts(base)
     report = base.ingest_path(d)
-    assert report.added == ["in/good"]
+    assert report.added == ["in/cut-utf8", "in/good", "in/latin1"]
     reasons = {Path(s["path"]).name: s["reason"] for s in report.skipped}
-    assert set(reasons) == {"image.md", "latin1.txt", "cut-utf8.md"}
-    assert "binary file (NUL bytes)" in reasons["image.md"] and "image.md" in reasons["image.md"]
-    assert "not valid UTF-8" in reasons["latin1.txt"] and "at byte" in reasons["latin1.txt"]
-    assert "not valid UTF-8" in reasons["cut-utf8.md"]
-    assert _counts(base) == (before[0] + 1, before[1] + 1)
+    assert set(reasons) == {"image.md"}
+    assert "binary file (NUL bytes)" in reasons["image.md"] and report.skipped[0]["path"] == "in/image.md"
+    notes = {n["path"]: n["message"] for n in report.notes}
+    # Latin-1 is detected (cp1252 is its superset); a UTF-8 file cut mid-character stays UTF-8
+    assert "cp1252" in notes["in/latin1.txt"]
+    assert "1 invalid byte replaced" in notes["in/cut-utf8.md"]
+    assert "Réglage du délai" in base.get("in/latin1")["chunks"][0]["text"]
+    assert base.get("in/cut-utf8")["chunks"][0]["text"].startswith("naïve café naïve")
+    assert _counts(base) == (before[0] + 3, before[1] + 3)
     assert base.search("HEL-5050", mode="bm25").results[0].doc_id == "in/good"
+
+
+def test_undetectable_and_forced_encodings(base: Memory, tmp_path: Path) -> None:
+    d = tmp_path / "enc"
+    d.mkdir()
+    rng = random.Random(3)
+    (d / "noise.txt").write_bytes(bytes(rng.randrange(1, 256) for _ in range(3000)))
+    (d / "utf16.txt").write_bytes("Größe der Warteschlange: 42".encode("utf-16"))
+    report = base.ingest_path(d)
+    assert report.added == ["enc/utf16"]  # a BOM says the encoding; NUL bytes of UTF-16 are not "binary"
+    assert report.skipped[0]["path"] == "enc/noise.txt" and "--encoding" in report.skipped[0]["reason"]
+    assert "Größe" in base.get("enc/utf16")["chunks"][0]["text"]
+    (d / "koi8.txt").write_bytes("Привет, мир".encode("koi8_r"))
+    report = base.ingest_path(d / "koi8.txt", encoding="koi8_r", root=tmp_path)
+    assert "Привет" in base.get("enc/koi8")["chunks"][0]["text"] and report.notes == []
+    with pytest.raises(ValidationError, match="unknown encoding 'nope'"):
+        base.ingest_path(d / "koi8.txt", encoding="nope")
 
 
 def test_binary_text_is_refused_by_add(base: Memory) -> None:
@@ -315,36 +336,36 @@ def test_a_one_megabyte_single_line(base: Memory, tmp_path: Path) -> None:
     assert _counts(base)[0] == before[0] + 2
 
 
-def test_files_over_the_size_limit_are_skipped(base: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    big = tmp_path / "huge.txt"
-    with open(big, "wb") as f:  # sparse: 50 MB + 1 byte without writing them
-        f.truncate(config.MAX_FILE_BYTES + 1)
-    small = tmp_path / "fine.md"
-    small.write_text("A small file next to the huge one.")
+def test_one_size_limit_for_files_and_texts(base: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "big"
+    d.mkdir()
+    big = d / "huge.txt"
+    with open(big, "wb") as f:  # sparse: the limit + 1 byte without writing them
+        f.truncate(config.MAX_DOCUMENT_BYTES + 1)
+    (d / "fine.md").write_text("A small file next to the huge one.")
     before = _counts(base)
-    report = base.ingest_path(big)
-    assert report.added == [] and len(report.skipped) == 1
-    assert "huge.txt" in report.skipped[0]["reason"] and "larger than the" in report.skipped[0]["reason"]
-    assert str(config.MAX_FILE_BYTES) in report.skipped[0]["reason"]
-    # the limit is read when the file is: a lower one applies at once, to that file only
-    monkeypatch.setattr(config, "MAX_FILE_BYTES", 1000)
-    mid = tmp_path / "mid.txt"
-    mid.write_text("x " * 600)
-    d = tmp_path
-    report = base.ingest_path(d)
-    names = {Path(s["path"]).name for s in report.skipped}
-    assert {"huge.txt", "mid.txt"} <= names and report.added and all("fine" in a for a in report.added)
-    assert _counts(base)[0] == before[0] + 1
-
-
-def test_texts_over_the_character_limit_are_refused(base: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(config, "MAX_TEXT_CHARS", 10_000)
-    before = _counts(base)
-    with pytest.raises(ValidationError, match=r"text of 10001 characters exceeds 10000"):
-        base.add("y" * 10_001, id="too-long")
+    report = base.ingest_path(d)  # the big file is named and skipped; the directory goes on
+    assert report.added == ["big/fine"] and [s["path"] for s in report.skipped] == ["big/huge.txt"]
+    assert f"larger than the {config.MAX_DOCUMENT_BYTES}-byte document limit" in report.skipped[0]["reason"]
+    # the same limit, read when used, holds for a file, a JSON record and the API, in UTF-8 bytes
+    monkeypatch.setattr(config, "MAX_DOCUMENT_BYTES", 1000)
+    (d / "mid.txt").write_text("x " * 600)
+    (d / "recs.json").write_text(
+        json.dumps([{"id": "r-ok", "text": "ok"}, {"id": "r-big", "text": "é" * 600}], ensure_ascii=False)
+    )
+    report = base.ingest_path(d)  # bigger on disk than the limit: not even read
+    assert {s["path"] for s in report.skipped} == {"big/huge.txt", "big/mid.txt", "big/recs.json"}
+    assert "bytes is larger than the 1000-byte document limit" in str(report.skipped)
+    (d / "recs.json").write_text(
+        json.dumps([{"id": "r-ok", "text": "ok"}, {"id": "r-big", "text": "é" * 450}], ensure_ascii=False)
+    )
+    report = base.ingest_path(d / "recs.json")  # 950 bytes of file, 900 bytes of text: read, the record is kept
+    assert report.added == ["r-ok", "r-big"]
+    with pytest.raises(ValidationError, match=r"text of 1001 bytes \(UTF-8\) exceeds the 1000-byte"):
+        base.add("y" * 1001, id="too-long")
     with pytest.raises(ValidationError, match="exceeds"):
-        base.add_documents([{"id": "a", "text": "ok"}, {"id": "b", "text": "z" * 20_000}])
-    assert _counts(base) == before
+        base.add_documents([{"id": "a", "text": "ok"}, {"id": "b", "text": "z" * 2000}])
+    assert _counts(base) == (before[0] + 3, before[1] + 3)
 
 
 def _nested(depth: int, leaf: object = 1) -> object:
@@ -376,7 +397,7 @@ def test_deeply_nested_json_records_in_files(base: Memory, tmp_path: Path) -> No
     too_deep_to_parse.write_text('[{"text": "x", "metadata": {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}]")
     report = base.ingest_path(too_deep_to_parse)  # a JSON bomb: skipped, named, no RecursionError
     assert report.added == [] and "JSON nested too deeply" in report.skipped[0]["reason"]
-    assert "bomb.json" in report.skipped[0]["reason"]
+    assert report.skipped[0]["path"].endswith("bomb.json")
     parses_but_too_deep = tmp_path / "deep.json"
     parses_but_too_deep.write_text(json.dumps([{"id": "deep-rec", "text": "x", "metadata": {"a": _nested(30)}}]))
     before = _counts(base)

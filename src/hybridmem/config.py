@@ -23,8 +23,11 @@ MAX_QUERY_CHARS = 8_000
 # ingest
 DEFAULT_CHUNK_SIZE = 1200  # characters (~250 tokens: well inside e5's 512-token window)
 DEFAULT_CHUNK_OVERLAP = 150
-MAX_FILE_BYTES = 50 * 1024 * 1024
-MAX_TEXT_CHARS = 20_000_000
+#: the one size limit of a document: its text as UTF-8 bytes, whether it comes from a file (checked on
+#: the file's size before reading it, and on the decoded text), a JSON record, the API or an upload
+MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
+#: the least confidence (1 - charset-normalizer's "chaos" ratio) a detected encoding must reach
+MIN_ENCODING_CONFIDENCE = 0.9
 
 # dense index
 EXACT_THRESHOLD = 50_000  # chunks per namespace; above it an HNSW index answers unfiltered queries

@@ -3,6 +3,7 @@ chunked, tokenized, hashed form it is written in (outside any lock)."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from collections.abc import Iterable, Iterator
@@ -27,8 +28,11 @@ __all__ = [
     "check_id",
     "check_metadata",
     "check_namespace",
+    "check_size",
     "check_text",
+    "FileBatch",
     "load_documents",
+    "reconcile",
 ]
 
 _LANGS = {"en", "fr", "de", "es", "zh"}
@@ -82,6 +86,14 @@ def check_text(text: str, where: str) -> None:
         raise ValidationError(f"{where}: text with an unpaired surrogate is not valid Unicode", field=where) from None
 
 
+def check_size(text: str) -> None:
+    """The one document size limit, on the text's UTF-8 bytes (counted only when it could matter)."""
+    limit = config.MAX_DOCUMENT_BYTES
+    size = len(text) if len(text) * 4 <= limit else len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise ValidationError(f"text of {size} bytes (UTF-8) exceeds the {limit}-byte document limit", field="text")
+
+
 def check_id(ident: str, field: str = "id") -> str:
     if not isinstance(ident, str) or not ident.strip() or len(ident) > 512 or any(ord(c) < 32 for c in ident):
         raise ValidationError(f"invalid id {ident!r}: 1-512 printable characters", field=field)
@@ -105,8 +117,7 @@ class Preparer:
         text = doc.text
         if not isinstance(text, str) or not text.strip():
             raise ValidationError("text must not be empty", field="text")
-        if len(text) > config.MAX_TEXT_CHARS:
-            raise ValidationError(f"text of {len(text)} characters exceeds {config.MAX_TEXT_CHARS}", field="text")
+        check_size(text)
         if "\x00" in text:
             raise ValidationError("text contains NUL characters (binary data?)", field="text")
         check_text(text, "text")
@@ -141,8 +152,10 @@ class Preparer:
             except ValidationError as e:
                 if skipped is None:
                     raise
-                src = d.get("source") or d.get("id") if isinstance(d, dict) else (d.source or d.id)
-                skipped.append({"path": str(src or "?"), "reason": str(e)})
+                ident = d.get("id") if isinstance(d, dict) else d.id
+                src = d.get("source") if isinstance(d, dict) else d.source
+                entry = {"path": str(src or ident or "?"), "reason": str(e)}
+                skipped.append(entry | ({"id": str(ident)} if ident is not None and src else {}))
                 continue
             if len(batch) >= batch_size:
                 yield batch
@@ -151,13 +164,69 @@ class Preparer:
             yield batch
 
 
+@dataclass
+class FileBatch:
+    """What a file or directory holds, ready for ``add_documents``: the documents, the files or
+    records skipped (``{"path", "reason"}``) and notes on what was read (``{"path", "message"}``)."""
+
+    docs: list[Document]
+    skipped: list[dict[str, str]]
+    notes: list[dict[str, str]]
+
+
 def load_documents(
-    path: str | Path, *, metadata: dict[str, Any] | None = None, doc_id: str | None = None
-) -> tuple[list[Document], list[dict[str, str]]]:
-    """The documents of a file or directory (``metadata`` merged into each) and the files skipped
-    with their reasons."""
-    docs, skipped = load_path(Path(path), doc_id=doc_id)
+    path: str | Path,
+    *,
+    metadata: dict[str, Any] | None = None,
+    doc_id: str | None = None,
+    base: str | Path | None = None,
+    id_prefix: str = "",
+    encoding: str | None = None,
+) -> FileBatch:
+    """The documents of a file or directory, ``metadata`` merged into each (ids: see
+    :func:`hybridmem.text.loaders.ingest_base`)."""
+    if id_prefix:
+        check_id(id_prefix, "id_prefix")
     if metadata:
-        for d in docs:
+        check_metadata(metadata, "metadata")
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ValidationError(f"unknown encoding {encoding!r}", field="encoding") from None
+    loaded = load_path(
+        Path(path), doc_id=doc_id, base=Path(base) if base is not None else None, id_prefix=id_prefix, encoding=encoding
+    )
+    if metadata:
+        for d in loaded.docs:
             d.metadata = {**d.metadata, **metadata}
-    return docs, [{"path": s.path, "reason": s.reason} for s in skipped]
+    return FileBatch(loaded.docs, [{"path": s.path, "reason": s.reason} for s in loaded.skipped], loaded.notes)
+
+
+def reconcile(
+    batch: FileBatch, heads: dict[str, tuple[str | None, dict[str, Any]]], *, replace_metadata: bool = False
+) -> FileBatch:
+    """Re-ingest rules against what is stored (``heads``: id -> (source, metadata)): a document
+    whose id is stored from another source is skipped, never silently overwritten; a document read
+    again keeps its stored metadata, the new keys merged over it, unless ``replace_metadata``."""
+    kept: list[Document] = []
+    skipped = list(batch.skipped)
+    for d in batch.docs:
+        head = heads.get(d.id) if d.id is not None else None
+        if head is None:
+            kept.append(d)
+            continue
+        stored_source, stored_meta = head
+        if stored_source is not None and d.source is not None and stored_source != d.source:
+            skipped.append(
+                {
+                    "path": d.source,
+                    "reason": f"id {d.id!r} already holds {stored_source}: not overwritten (give the files "
+                    "apart with --id-prefix or --root, or delete the stored document first)",
+                }
+            )
+            continue
+        if not replace_metadata:
+            d.metadata = {**stored_meta, **d.metadata}
+        kept.append(d)
+    return FileBatch(kept, skipped, batch.notes)

@@ -28,7 +28,7 @@ from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
 from .errors import EmbedderMismatchError, NotFoundError
-from .ingest import Preparer, check_id, check_namespace, load_documents
+from .ingest import Preparer, check_id, check_namespace, load_documents, reconcile
 from .llm.base import ChatModel
 from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse, Stats
 from .rerank import Reranker
@@ -301,13 +301,27 @@ class Memory:
         namespace: str | None = None,
         metadata: dict[str, Any] | None = None,
         doc_id: str | None = None,
+        root: str | Path | None = None,
+        id_prefix: str = "",
+        encoding: str | None = None,
+        replace_metadata: bool = False,
         progress: Callable[[int], None] | None = None,
     ) -> IngestReport:
-        """Ingest a file or a directory. One bad file (unreadable, NUL characters deep inside,
-        metadata nested too deep...) is skipped with its reason: it must not abort the rest."""
-        docs, skipped = load_documents(path, metadata=metadata, doc_id=doc_id)
-        report = self.add_documents(docs, namespace=namespace, progress=progress, skip_invalid=True)
-        report.skipped += skipped
+        """Ingest a file or a directory. Ids are the paths relative to ``root`` (default: the current
+        directory when the path is inside it, else the path's parent), without the suffix unless a
+        sibling shares the stem, after ``id_prefix``. A file read again keeps its stored metadata
+        (``metadata`` merged over it) unless ``replace_metadata``. One bad file (too big, binary,
+        undecodable, an id stored from another file...) is skipped with its reason: it must not
+        abort the rest."""
+        ns = self._ns(namespace)
+        batch = load_documents(
+            path, metadata=metadata, doc_id=doc_id, base=root, id_prefix=id_prefix, encoding=encoding
+        )
+        heads = self.store.document_heads(ns, [d.id for d in batch.docs if d.id is not None])
+        batch = reconcile(batch, heads, replace_metadata=replace_metadata)
+        report = self.add_documents(batch.docs, namespace=ns, progress=progress, skip_invalid=True)
+        report.skipped = batch.skipped + report.skipped
+        report.notes += batch.notes
         return report
 
     # ------------------------------------------------------------------ vectors

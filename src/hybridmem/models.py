@@ -283,6 +283,8 @@ class IngestReport(BaseModel):
     updated: list[str] = Field(default_factory=list)
     unchanged: list[str] = Field(default_factory=list)
     skipped: list[dict[str, str]] = Field(default_factory=list)
+    #: what was read with a caveat (e.g. a file that was not UTF-8 and the encoding detected)
+    notes: list[dict[str, str]] = Field(default_factory=list)
     chunks_written: int = 0
     vectors_reused: int = 0
     pending_vectors: int = 0
@@ -292,6 +294,7 @@ class IngestReport(BaseModel):
         self.updated += other.updated
         self.unchanged += other.unchanged
         self.skipped += other.skipped
+        self.notes += other.notes
         self.chunks_written += other.chunks_written
         self.vectors_reused += other.vectors_reused
         self.pending_vectors = other.pending_vectors

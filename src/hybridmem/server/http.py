@@ -626,12 +626,11 @@ def _load_upload(
     path = tmp / str(i) / _safe_name(name, i)
     path.parent.mkdir()
     path.write_bytes(data)
-    found, skipped = load_documents(path, metadata=meta, doc_id=doc_id)
-    tmp_source = path.as_posix()
-    for doc in found:
-        if doc.source == tmp_source:
+    batch = load_documents(path, metadata=meta, doc_id=doc_id, base=path.parent)
+    for doc in batch.docs:
+        if doc.source == path.name:
             doc.source = name
-    return found, [{"path": name, "reason": s["reason"].replace(tmp_source, name)} for s in skipped]
+    return batch.docs, [{"path": name, "reason": s["reason"].replace(path.as_posix(), name)} for s in batch.skipped]
 
 
 def _ingest_uploads(

@@ -525,6 +525,18 @@ class PostgresStore:
             ).fetchone()
         return row[0] if row else None
 
+    def document_heads(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """(source, metadata) of the stored documents among ``doc_ids``, without reading any chunk."""
+        ns = self.namespace_id(namespace)
+        if ns is None or not doc_ids:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT doc_id, source, metadata FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)",
+                (ns, list(dict.fromkeys(doc_ids))),
+            ).fetchall()
+        return {r[0]: (r[1], r[2] if isinstance(r[2], dict) else json.loads(r[2])) for r in rows}
+
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
         their vectors; other chunks are queued for embedding."""

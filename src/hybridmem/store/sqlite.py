@@ -316,6 +316,21 @@ class SQLiteStore:
         ).fetchone()
         return row[0] if row else None
 
+    def document_heads(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, tuple[str | None, dict[str, Any]]]:
+        """(source, metadata) of the stored documents among ``doc_ids``: what a re-ingest merges
+        metadata with and checks id collisions against, without reading any chunk."""
+        ns = self.namespace_id(namespace)
+        out: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        ids = list(dict.fromkeys(doc_ids))
+        for i in range(0, len(ids) if ns is not None else 0, 500):
+            part = ids[i : i + 500]
+            rows = self.reader.execute(
+                f"SELECT doc_id, source, metadata FROM documents WHERE ns_id=? AND doc_id IN ({','.join('?' * len(part))})",
+                (ns, *part),
+            ).fetchall()
+            out.update({r[0]: (r[1], json.loads(r[2])) for r in rows})
+        return out
+
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
         their vectors; other chunks are queued for embedding."""

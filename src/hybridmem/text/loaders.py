@@ -1,6 +1,8 @@
 """Turn files, directories, JSON records and stdin into :class:`~hybridmem.models.Document` objects.
 
-Binary or undecodable files are skipped with a warning that names them; the rest goes on.
+Binary or undecodable files are skipped with the reason, named by their path; the rest goes on.
+Ids and sources are relative to the ingest base (:func:`ingest_base`), so they do not depend on how
+the path was typed.
 """
 
 from __future__ import annotations
@@ -8,6 +10,8 @@ from __future__ import annotations
 import html.parser
 import json
 import logging
+import os
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +21,16 @@ from .. import config
 from ..errors import IngestError, NotFoundError
 from ..models import Document
 
-__all__ = ["load_path", "iter_files", "records_to_documents", "TEXT_SUFFIXES", "Skipped"]
+__all__ = [
+    "load_path",
+    "iter_files",
+    "decode_file",
+    "ingest_base",
+    "records_to_documents",
+    "TEXT_SUFFIXES",
+    "Skipped",
+    "Loaded",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,17 +58,76 @@ def iter_files(path: Path) -> Iterator[Path]:
             yield p
 
 
-def _decode(path: Path) -> str:
+#: encodings preferred when charset-normalizer finds several equally good (single-byte codecs often
+#: tie on Western text: cp1250 and cp1252 both decode "café" without a flaw, but only one is right)
+_PREFERRED = ("utf_8", "cp1252", "latin_1", "iso8859_15", "gb18030", "big5", "shift_jis", "euc_jp", "cp1251")
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+
+
+def _detect(raw: bytes, path: Path) -> tuple[str, str]:
+    """Text and encoding of bytes that are not UTF-8, when charset-normalizer is confident enough."""
+    from charset_normalizer import from_bytes  # noqa: PLC0415 - only files that are not UTF-8 need it
+
+    matches = list(from_bytes(raw))
+    if not matches:
+        raise IngestError(f"{path}: not text in any known encoding (pass --encoding to force one)")
+    least = min(m.chaos for m in matches)
+    best_coherence = max(m.coherence for m in matches if m.chaos <= least + 0.01)
+    tied = [m for m in matches if m.chaos <= least + 0.01 and m.coherence >= best_coherence - 0.02]
+    rank = {e: i for i, e in enumerate(_PREFERRED)}
+
+    def name(m: Any) -> str:  # a match stands for every encoding that decodes the bytes the same way
+        return min([m.encoding, *m.could_be_from_charset], key=lambda e: rank.get(e, len(rank)))
+
+    best = min(tied, key=lambda m: rank.get(name(m), len(rank)))
+    confidence = 1.0 - best.chaos
+    if confidence < config.MIN_ENCODING_CONFIDENCE:
+        raise IngestError(
+            f"{path}: not valid UTF-8, and the likeliest encoding ({name(best)}) decodes it with "
+            f"{best.chaos:.0%} of garbled characters (pass --encoding to force one)"
+        )
+    return str(best), name(best)
+
+
+def decode_file(path: Path, encoding: str | None = None) -> tuple[str, str]:
+    """The text of a file and the encoding it was read in: UTF-8 (with or without BOM), a UTF-16/32
+    BOM, ``encoding`` when given, else the encoding detected with a confidence floor. Refused:
+    files over the document size limit (before reading them) and binary files."""
     size = path.stat().st_size
-    if size > config.MAX_FILE_BYTES:
-        raise IngestError(f"{path}: {size} bytes is larger than the {config.MAX_FILE_BYTES}-byte limit")
+    if size > config.MAX_DOCUMENT_BYTES:
+        raise IngestError(f"{path}: {size} bytes is larger than the {config.MAX_DOCUMENT_BYTES}-byte document limit")
     raw = path.read_bytes()
+    if encoding:
+        try:
+            return raw.decode(encoding), encoding
+        except LookupError:
+            raise IngestError(f"unknown encoding {encoding!r}") from None
+        except UnicodeDecodeError as e:
+            raise IngestError(f"{path}: not valid {encoding} ({e.reason} at byte {e.start})") from None
+    bom = next((enc for mark, enc in _BOMS if raw.startswith(mark)), None)
+    if bom:
+        try:
+            return raw.decode(bom), bom
+        except UnicodeDecodeError as e:
+            raise IngestError(f"{path}: not valid {bom} ({e.reason} at byte {e.start})") from None
     if b"\x00" in raw:  # the whole file: one NUL past the first block is still binary
         raise IngestError(f"{path}: binary file (NUL bytes)")
     try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise IngestError(f"{path}: not valid UTF-8 text ({e.reason} at byte {e.start})") from None
+        return raw.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    text = raw.decode("utf-8-sig", errors="replace")
+    bad = text.count("\ufffd") - raw.count("\ufffd".encode())
+    if bad <= sum(1 for c in text if ord(c) > 127 and c != "\ufffd") // 100 + (text.endswith("\ufffd") and bad == 1):
+        # UTF-8 with a flaw (a multi-byte character cut at the end, a stray byte among many valid
+        # sequences): another encoding would garble every accented character to save one
+        return text, f"utf-8, {bad} invalid byte{'s' if bad > 1 else ''} replaced by U+FFFD"
+    return _detect(raw, path)
 
 
 class _HTMLText(html.parser.HTMLParser):
@@ -145,39 +217,109 @@ def _parse_json(text: str, path: Path) -> list[Any]:
     return data if isinstance(data, list) else [data]
 
 
-def derive_id(path: Path, root: Path) -> str:
-    """A document id from a path: relative to the ingest root's parent, without suffix."""
-    base = root.parent if root.is_dir() else path.parent
-    rel = path.relative_to(base) if path.is_relative_to(base) else Path(path.name)
-    return rel.with_suffix("").as_posix()
+def ingest_base(root: Path, base: Path | None = None) -> Path:
+    """The directory document ids are relative to: ``base`` when given; else the current directory
+    when ``root`` lies inside it; else the directory holding ``root``. Paths are made absolute and
+    normalised first, so ``corpus``, ``./corpus/`` and ``/abs/corpus`` give the same ids."""
+    root = Path(os.path.abspath(root))
+    if base is not None:
+        base = Path(os.path.abspath(base))
+        if not root.is_relative_to(base):
+            raise IngestError(f"{root} is not inside the ingest root {base}")
+        return base
+    cwd = Path(os.path.abspath(os.getcwd()))
+    return cwd if root.is_relative_to(cwd) and root != cwd else root.parent
 
 
-def load_path(root: Path, doc_id: str | None = None) -> tuple[list[Document], list[Skipped]]:
-    """Documents found at ``root`` (a file or a directory), and the files skipped with why."""
-    docs: list[Document] = []
-    skipped: list[Skipped] = []
+class _Ids:
+    """Document ids of files: the path relative to the ingest base without its suffix, the suffix
+    kept when a sibling file of another supported suffix has the same stem (``a.md`` and ``a.txt``
+    become ``a.md`` and ``a.txt``, whatever was passed to ingest, so the id of a file never depends
+    on which of its siblings are ingested with it)."""
+
+    def __init__(self, base: Path, prefix: str = "") -> None:
+        self.base, self.prefix = base, prefix
+        self._stems: dict[Path, Counter[str]] = {}
+
+    def _clashes(self, path: Path) -> bool:
+        d = path.parent
+        if d not in self._stems:
+            self._stems[d] = Counter(
+                p.stem
+                for p in d.iterdir()
+                if p.suffix.lower() in _DOC_SUFFIXES and not p.name.startswith(".") and p.is_file()
+            )
+        return self._stems[d][path.stem] > 1
+
+    def source(self, path: Path) -> str:
+        return path.relative_to(self.base).as_posix()
+
+    def of(self, path: Path) -> str:
+        rel = path.relative_to(self.base)
+        return self.prefix + (rel if self._clashes(path) else rel.with_suffix("")).as_posix()
+
+
+#: the suffixes of files that become one document each (JSON files hold records with ids of their own)
+_DOC_SUFFIXES = TEXT_SUFFIXES - {".json", ".jsonl"}
+
+
+@dataclass
+class Loaded:
+    docs: list[Document]
+    skipped: list[Skipped]
+    #: notes on files read (e.g. the encoding detected), as ``{"path", "message"}``
+    notes: list[dict[str, str]]
+
+
+def load_path(
+    root: Path,
+    doc_id: str | None = None,
+    *,
+    base: Path | None = None,
+    id_prefix: str = "",
+    encoding: str | None = None,
+) -> Loaded:
+    """Documents found at ``root`` (a file or a directory), the files skipped with why, and notes.
+    Ids follow :class:`_Ids` from :func:`ingest_base`; two documents with one id are never both
+    kept: the second is skipped with a reason naming the first."""
     files = list(iter_files(root))
+    ids = _Ids(ingest_base(root, base), id_prefix)
+    out = Loaded([], [], [])
+    seen: dict[str, str] = {}
     for path in files:
+        apath = Path(os.path.abspath(path))
+        source = ids.source(apath)
         try:
-            text = _decode(path)
+            found = _load_file(apath, source, encoding, out.notes)
         except IngestError as e:
-            log.warning("skipped %s", e)
-            skipped.append(Skipped(str(path), str(e)))
+            out.skipped.append(Skipped(source, str(e).removeprefix(f"{apath}: ")))
             continue
-        suffix = path.suffix.lower()
-        source = path.as_posix()
-        if suffix in (".json", ".jsonl"):
-            try:
-                docs.extend(records_to_documents(_parse_json(text, path), source))
-            except IngestError as e:
-                log.warning("skipped %s", e)
-                skipped.append(Skipped(str(path), str(e)))
+        if not found:
+            out.skipped.append(Skipped(source, "empty file"))
             continue
-        if suffix in (".html", ".htm"):
-            text = html_to_text(text)
-        if not text.strip():
-            skipped.append(Skipped(str(path), "empty file"))
-            continue
-        pid = doc_id if (doc_id and len(files) == 1) else derive_id(path, root)
-        docs.append(Document(text=text, id=pid, source=source, metadata={}))
-    return docs, skipped
+        for doc in found:
+            if doc.id is None and apath.suffix.lower() in _DOC_SUFFIXES:
+                doc.id = doc_id if (doc_id and len(files) == 1) else ids.of(apath)
+            if doc.id is not None and doc.id in seen:
+                out.skipped.append(Skipped(source, f"id {doc.id!r} is already the id of {seen[doc.id]}"))
+                continue
+            if doc.id is not None:
+                seen[doc.id] = source
+            out.docs.append(doc)
+    return out
+
+
+def _load_file(path: Path, source: str, encoding: str | None, notes: list[dict[str, str]]) -> list[Document]:
+    text, used = decode_file(path, encoding)
+    if used.startswith("utf-8,"):
+        notes.append({"path": source, "message": f"not valid UTF-8: read as {used}"})
+    elif used not in ("utf-8", encoding) and not used.startswith("utf-16") and not used.startswith("utf-32"):
+        notes.append({"path": source, "message": f"not UTF-8: read as {used} (detected; --encoding forces one)"})
+    suffix = path.suffix.lower()
+    if suffix in (".json", ".jsonl"):
+        return records_to_documents(_parse_json(text, path), source)
+    if suffix in (".html", ".htm"):
+        text = html_to_text(text)
+    if not text.strip():
+        return []
+    return [Document(text=text, id=None, source=source, metadata={})]
