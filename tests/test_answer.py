@@ -135,8 +135,8 @@ def test_ask_offline_not_found_and_filters(filled: Memory) -> None:
     assert a.found is False and a.citations == [] and "mémoire" in a.answer
     a = filled.ask("HTTP 504 max_connections", metadata_filter={"env": "staging"})
     assert a.results == [] and a.found is False
-    with pytest.raises(ValidationError, match="enviroment"):
-        filled.ask("x", metadata_filter={"enviroment": "prod"})
+    a = filled.ask("HTTP 504", metadata_filter={"enviroment": "prod"})  # a key no memory has: nothing found
+    assert a.results == [] and a.found is False
     with pytest.raises(ValidationError, match="search_text"):
         filled.ask("   ")
 

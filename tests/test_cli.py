@@ -87,7 +87,6 @@ def test_stdin_ingest_get_delete_stats(store: Path) -> None:
         (["search", "pool", "--dense-weight", "-1"], "dense_weight"),
         (["search", "pool", "--mode", "fuzzy"], "mode"),
         (["search", "pool", "--filter-json", '{"severity": {"$regex": "x"}}'], "$regex"),
-        (["search", "pool", "--filter", "enviroment=production"], "enviroment"),
         (["search", "pool", "--filter-json", "{bad json"], "--filter-json"),
     ],
 )

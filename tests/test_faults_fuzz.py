@@ -383,11 +383,9 @@ def test_search_with_random_filters_prefilters_exactly(mem: Memory, spec: Any, m
         with pytest.raises(ValidationError):
             mem.search("common", mode=mode, metadata_filter=spec)
         return
-    try:
-        resp = mem.search("common", mode=mode, top_k=50, metadata_filter=spec)
-    except FilterError as e:
-        assert "unknown metadata key" in str(e)  # keys this namespace never saw
-        return
+    # keys this namespace never saw are no error: a missing key means on every leg what the Python
+    # predicate says it means, and the response names the key
+    resp = mem.search("common", mode=mode, top_k=50, metadata_filter=spec)
     check_response(resp, 50, spec)
     allowed = {i for i, (_, m) in DOCS.items() if matches(parsed, m)}
     assert {r.doc_id for r in resp.results} == allowed, spec

@@ -247,9 +247,9 @@ def test_namespaces_are_a_hard_boundary(mem):
         # and A sees its data
         resp_a = mem.search("narwhalcode vault", mode=mode, top_k=50, namespace="A")
         assert resp_a.results and {r.text for r in resp_a.results} <= a_chunk_texts
-    # filter keys of A are unknown in B
-    with pytest.raises(FilterError, match="team"):
-        mem.search("vault", namespace="B", metadata_filter={"team": "red"})
+    # filter keys of A are unknown in B: nothing of A comes through, and B's answer says the key is unknown
+    resp = mem.search("vault", namespace="B", metadata_filter={"team": "red"})
+    assert resp.results == [] and "'team'" in resp.warnings[0] and "owner" in resp.warnings[0]
     assert mem.search("vault", namespace="B", metadata_filter={"owner": "bob"}).results
     assert ids(mem.search("narwhalcode", namespace="A", mode="bm25", metadata_filter={"team": "red"}))
     # deleting in one namespace leaves the other alone
@@ -310,11 +310,19 @@ def test_filter_never_leaks_and_fills_top_k(envs, mode):
     assert sorted(ids(resp)) == [f"prod-{i}" for i in range(5)]
 
 
-def test_unknown_filter_key_is_named(envs):
-    with pytest.raises(FilterError, match="enviroment") as ei:
-        envs.search("pool", metadata_filter={"enviroment": "production"})
-    assert "environment" in str(ei.value)  # the known keys are listed
-    assert ei.value.field == "metadata_filter"
+def test_filter_on_a_key_nobody_wrote_is_empty_with_a_warning(envs):
+    resp = envs.search("pool", metadata_filter={"enviroment": "production"})
+    assert resp.results == [] and len(resp.warnings) == 1
+    assert "'enviroment'" in resp.warnings[0] and "environment" in resp.warnings[0]  # the known keys are listed
+    # what an operator says of a missing value holds: $exists false and $ne match every document
+    everything = envs.search("pool", top_k=50).results
+    assert len(envs.search("pool", top_k=50, metadata_filter={"enviroment": {"$exists": False}}).results) == len(
+        everything
+    )
+    assert len(envs.search("pool", top_k=50, metadata_filter={"enviroment": {"$ne": "x"}}).results) == len(everything)
+    assert envs.search("pool", metadata_filter={"environment": "production"}).warnings == []
+    resp = envs.search("pool", namespace="nope")
+    assert resp.results == [] and "namespace 'nope' holds no documents" in resp.warnings[0]
 
 
 def test_unknown_filter_operator_is_named(envs):

@@ -248,3 +248,12 @@ def test_ordinals_decades_and_number_words_are_not_identifiers():
         assert not is_identifier(word), word
     for code in ("hel-4040", "http504", "v2.3.1", "s3", "u-20", "x86", "ipv6", "max_connections"):
         assert is_identifier(code), code
+
+
+def test_a_version_with_and_without_its_v_meets() -> None:
+    """"2.38.5" finds "Git v2.38.5 Release Notes" through the whole version token, not its parts
+    (which an ANSI colour code "38;5;0" also holds); "v2.38.5" finds "version 2.38.5"."""
+    assert "2.38.5" in tokenize("Git v2.38.5 Release Notes", "en")
+    assert "2.38.5" in query_tokens("v2.38.5") and "2.38.5" in tokenize("version 2.38.5", "en")
+    assert "2.38.5" not in tokenize("\x1b[38;5;0m colour", "en")
+    assert "v2" in tokenize("v2", "en") and tokenize("v2", "en") == ["v2"]  # no version: nothing added

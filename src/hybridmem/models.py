@@ -229,6 +229,9 @@ class QueryResponse(BaseModel):
     rerank_note: str | None = None
     #: LLM cost of this response; None when no LLM was called
     usage: Usage | None = None
+    #: what the caller may want to know about this answer: a filter key no document has, a
+    #: namespace that does not exist, a dense leg left out while too few vectors exist
+    warnings: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _count(self) -> QueryResponse:

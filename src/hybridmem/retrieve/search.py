@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FilterError, HybridMemError, ValidationError
+from ..errors import HybridMemError, ValidationError
 from ..filters import Filter, filter_keys, parse_filter
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
@@ -36,16 +36,30 @@ class Searcher:
     #: (namespace, query text, allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
     graph_leg: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
 
-    def validate_filter(self, namespace: str, spec: dict[str, Any]) -> Filter | None:
+    def validate_filter(self, namespace: str, spec: dict[str, Any], warnings: list[str] | None = None) -> Filter | None:
+        """The parsed filter. A key no document of the namespace holds is not an error (an agent may
+        filter on a key before any memory has it): the filter is applied as written, a missing key
+        matching what the operator says of a missing value (``{"k": v}`` nothing, ``$exists: false``
+        everything), and ``warnings`` gets a line naming the key and the keys there are."""
         flt = parse_filter(spec)
         unknown = filter_keys(flt) - self.store.metadata_keys(namespace)
-        if unknown:
+        if unknown and warnings is not None:
             known = sorted(self.store.metadata_keys(namespace))
-            raise FilterError(
-                f"unknown metadata key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, sorted(unknown)))} "
-                f"in namespace {namespace!r}; known keys: {', '.join(known) if known else '(none yet)'}"
+            warnings.append(
+                f"no document in namespace {namespace!r} has the metadata key{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, sorted(unknown)))} (a typo?); known keys: "
+                f"{', '.join(known[:50]) + (' …' if len(known) > 50 else '') if known else '(none yet)'}"
             )
         return flt
+
+    def _namespace_warning(self, namespace: str) -> list[str]:
+        if self.store.namespace_id(namespace) is not None:
+            return []
+        names = self.store.namespaces()
+        return [
+            f"namespace {namespace!r} holds no documents; namespaces in this store: "
+            + (", ".join(map(repr, names[:50])) if names else "(none yet)")
+        ]
 
     def search(
         self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None, keep: int | None = None
@@ -53,7 +67,8 @@ class Searcher:
         """``fetch_k``: depth of each leg (default ``req.effective_fetch_k()``); ``keep``: fused
         results returned (default ``req.top_k``; a reranker asks for its whole candidate list)."""
         t0 = time.perf_counter()
-        flt = self.validate_filter(namespace, req.metadata_filter)
+        warnings = self._namespace_warning(namespace)
+        flt = self.validate_filter(namespace, req.metadata_filter, warnings)
         k = fetch_k or req.effective_fetch_k()
         hp = req.hybrid_params
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
@@ -105,6 +120,7 @@ class Searcher:
             legs=reports,
             pending_vectors=self.store.pending_count(namespace) if mode not in ("bm25", "graph") else 0,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
+            warnings=warnings,
         )
 
     def _run_legs(

@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 #: bump when the token stream changes: stores re-index their BM25 tables on open
-TOKENIZER_VERSION = "3"
+TOKENIZER_VERSION = "4"  # 4: "v2.38.5" also gives "2.38.5"
 #: characters that may join parts of one identifier; FTS5 must treat them as token characters
 TOKEN_CHARS = "-_./:@#+"
 
@@ -47,6 +47,7 @@ _WORD = re.compile(f"{_WCHAR}+(?:[-_./:@#+]+{_WCHAR}+)*")
 _SPLIT = re.compile(r"[-_./:@#+]+")
 _ALPHA = re.compile(r"^[^\W\d_]+$")
 _DIGITS = re.compile(r"^\d+$")
+_V_VERSION = re.compile(r"^v\d+(?:\.\d+)+$")
 _SNOWBALL = {"en": "english", "fr": "french", "de": "german", "es": "spanish"}
 
 
@@ -133,6 +134,8 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
         parts = _SPLIT.split(piece)
         if len(parts) > 1:
             out.append(piece)
+            if _V_VERSION.match(piece):  # "v2.38.5" also as "2.38.5": a version with and without its v meet
+                out.append(piece[1:])
             out.extend(_stem(p, lang) for p in parts if p not in STOPWORDS)
             prev_alpha = None
             continue
