@@ -220,16 +220,36 @@ def plot(
     output: Path = typer.Option(Path("graph.png"), "--output", "-o", help="PNG file to write."),
     top: int = typer.Option(8, "--top", help="Largest communities drawn."),
     level: Optional[int] = typer.Option(None, "--level", help="Community level (default: the top level)."),
+    entity: Optional[str] = typer.Option(
+        None, "--entity", "-e", help="Draw this entity's neighbourhood instead (any variant of its name)."
+    ),
+    hops: int = typer.Option(1, "--hops", help="With --entity: neighbours within 1 or 2 hops."),
+    max_nodes: int = typer.Option(80, "--max-nodes", help="Entities drawn at most."),
+    labels: int = typer.Option(40, "--labels", help="Labels drawn at most (the most central entities)."),
 ) -> None:
-    """A PNG of the largest communities: nodes coloured by community, sized by degree."""
+    """A PNG readable at any graph size: the largest communities, each by its most central entities
+    (or, with --entity, one entity's neighbourhood), coloured by community, sized by degree."""
     try:
         if top < 1:
             raise ValidationError("--top must be at least 1", field="--top")
+        if hops not in (1, 2):
+            raise ValidationError("--hops must be 1 or 2", field="--hops")
+        if max_nodes < 2:
+            raise ValidationError("--max-nodes must be at least 2", field="--max-nodes")
+        if labels < 0:
+            raise ValidationError("--labels must be at least 0", field="--labels")
         with cli_context(ctx).open_memory(create=False) as mem:
-            info = mem.graph.plot(str(output), top=top, level=level)
+            info = mem.graph.plot(
+                str(output), top=top, level=level, entity=entity, hops=hops, max_nodes=max_nodes, labels=labels
+            )
+        what = (
+            f"neighbourhood of {info['entity']} ({hops} hop{'s' * (hops > 1)})"
+            if info["mode"] == "neighbourhood"
+            else "communities"
+        )
         out.print(
-            f"wrote {info['path']}: {info['nodes']} entities, {info['edges']} edges, communities "
-            f"{', '.join(info['communities'])}",
+            f"wrote {info['path']}: {what}, {info['nodes']} of {info['entities']} entities, {info['edges']} edges, "
+            f"{info['labels']} labels, communities {', '.join(info['communities'])}",
             markup=False,
             highlight=False,
         )

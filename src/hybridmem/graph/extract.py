@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Protocol
 
 from pydantic import BaseModel, Field
@@ -15,7 +17,15 @@ from pydantic import BaseModel, Field
 from ..errors import LLMError
 from ..llm.base import ChatModel, Message
 from ..models import Usage
+from ..text.stopwords import (
+    ABBREVIATIONS,
+    CALENDAR_ABBR_BY_LANG,
+    CALENDAR_BY_LANG,
+    COMPANY_SUFFIXES,
+    FUNCTION_WORDS_BY_LANG,
+)
 from ..text.stopwords import ALL as STOPWORDS
+from ..text.tokenize import detect_language
 
 __all__ = [
     "Entity",
@@ -27,6 +37,7 @@ __all__ = [
     "LLMExtractor",
     "entity_key",
     "RELATION_PATTERNS",
+    "STANDARD_PREFIXES",
 ]
 
 #: relation type of co-occurrence edges (undirected in meaning, stored once per pair)
@@ -100,6 +111,8 @@ ALIASES = {
 }
 _SEP = re.compile(r"[\s_\-]+")
 _HTTP = re.compile(r"^https?\s*[-_ ]?\s*(\d{3})$", re.I)
+#: letters run into a number ("kb5034441", "rfc9110"): keyed like "KB-5034441", "RFC 9110"
+_LETTERS_NUMBER = re.compile(r"^([a-z]{2,8})(\d{3,12})$")
 
 
 def _fold(text: str) -> str:
@@ -116,6 +129,7 @@ for _c in range(0xC0, 0x250):
         _ACCENTS[_c] = _b
 
 
+@lru_cache(maxsize=8)  # spans() and the relation patterns of extract_text() fold the same chunk
 def _fold_same_length(text: str) -> str:
     """Lower case without accents, with the same length as ``text`` (relation triggers are found
     in it at the offsets of the original text)."""
@@ -128,21 +142,43 @@ def _fold_same_length(text: str) -> str:
 def entity_key(name: str) -> str:
     """The resolution key: case, accents, separator (``-``, ``_``, space) and alias variants of one
     name share it (``Billing-Service``, ``billing_service``, ``billing service``; ``HTTP-504``,
-    ``http 504``; ``Postgres``, ``PostgreSQL``)."""
+    ``http 504``; ``RFC 9110``, ``RFC-9110``, ``RFC9110``; ``Postgres``, ``PostgreSQL``)."""
     k = _fold(name.strip().strip("`'\"«»“”()[]{}.,;:!?"))
     m = _HTTP.match(k)
     if m:
         return f"http-{m.group(1)}"
     k = _SEP.sub("-", k).strip("-")
+    m = _LETTERS_NUMBER.match(k)
+    if m:
+        k = f"{m.group(1)}-{m.group(2)}"
     return ALIASES.get(k, k)
 
 
 # ------------------------------------------------------------------------------ rule extractor
 _SERVICE_SUFFIX = r"(?:service|svc|api|gateway|worker|workers|scheduler|proxy|server|db|queue|broker|cache|cluster|agent|manager|store|console)"
+#: prefixes of standards and specification series, written with a number after a space, a hyphen
+#: or nothing: ``RFC 9110``, ``ISO 8601-1:2019``, ``ISO-8601``, ``IEEE 802.11ax``, ``PEP 8``, ``RFC9110``
+STANDARD_PREFIXES: tuple[str, ...] = (
+    "RFC", "BCP", "ISO", "IEC", "ISO/IEC", "IEEE", "PEP", "PSR", "JSR", "SRFI", "XEP", "BIP", "EIP", "ERC",
+    "ECMA", "ANSI", "NIST SP", "FIPS", "ETSI", "ITU-T", "DIN", "DIN EN", "NF EN", "BS EN", "UNE", "UNE-EN",
+    "GB/T", "JIS",
+)  # fmt: skip
+_STANDARD = re.compile(
+    r"(?<![\w/.-])(?:"
+    + "|".join(re.escape(p) for p in sorted(STANDARD_PREFIXES, key=len, reverse=True))
+    + r")[ \u00a0-]?\d+(?:[-.:]\d+)*[a-z]{0,3}(?!\w)"
+)
+#: multi-part identifiers, every part kept: ``CVE-2022-39253``, ``GHSA-4f8r-qqr9-fq8j``, ``DSA-5332-1``,
+#: ``RHSA-2023:0001``, ``HEL-4040``, ``MS17-010`` (trailing words are cut by ``_identifier``)
+_ID_PARTS = re.compile(r"(?<![\w.-])[A-Z][A-Z0-9]{1,9}-[A-Za-z0-9]{1,16}(?:[-:][A-Za-z0-9]{1,16}){0,6}(?!\w)")
+#: capitals run into a number: ``KB5034441``, ``SHA256``
+_ID_LETTERS_NUMBER = re.compile(r"(?<![\w.-])[A-Z]{2,8}\d{3,12}(?!\w)")
 _ENTITY_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("http_status", re.compile(r"\bHTTP[\s-]?([1-5]\d\d)\b")),
-    ("error_code", re.compile(r"\b[A-Z][A-Z0-9]{1,7}-\d{2,6}\b")),
+    ("standard", _STANDARD),
+    ("identifier", _ID_PARTS),
     ("error_code", re.compile(r"\b(?:E|ERR|ORA|SQLSTATE)[-_ ]?\d{3,5}\b")),
+    ("identifier", _ID_LETTERS_NUMBER),
     ("cluster", re.compile(r"\b(?:cluster|Cluster|clúster|Clúster)[\s-]([A-Z0-9][\w-]{0,20})\b")),
     (
         "environment",
@@ -289,28 +325,10 @@ _GENERIC = {
     "gosh",
     "hello",
 }
+_STOP_GENERIC = STOPWORDS | _GENERIC
+#: lower-case words the name pattern lets inside a name ("Bank of England", "Charles de Gaulle")
+_JOINERS = frozenset("of de du des la le von van der del y".split())
 _CONTRACTION = re.compile(r"[’'](?:m|ve|d|ll|re|t|s)$", re.I)
-_WEEKDAYS = {
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-}
 
 
 def _type_of_code(span: str) -> str:
@@ -318,15 +336,136 @@ def _type_of_code(span: str) -> str:
     for typ, pat in _ENTITY_PATTERNS:
         m = pat.fullmatch(span)
         if m:
+            if typ == "identifier":
+                ident = _identifier(span)
+                if ident is None or ident[0] != span:
+                    continue
+                typ = ident[1]
             return typ
     if " " in span.strip():
         return "command"
     return "term"
 
 
-def _good(name: str) -> bool:
+def _identifier(surface: str) -> tuple[str, str] | None:
+    """An identifier match with every part kept, and its type: ``standard`` (a standard's prefix),
+    ``error_code`` (two parts: ``HEL-4040``, ``ORA-00942``) or ``identifier`` (more parts, or capitals
+    run into a number). Trailing words are cut (``UTF-8-encoded``: ``UTF-8``); the parts after the
+    prefix need two digits (``UTF-8`` is no identifier), unless they look like a hash
+    (``GHSA-xxxx-xxxx-xxxx``: three or more parts of one length). None when nothing is left."""
+    if _STANDARD.fullmatch(surface):
+        return surface, "standard"
+    parts = re.split(r"[-:]", surface)
+    if len(parts) == 1:
+        return (surface, "identifier") if _ID_LETTERS_NUMBER.fullmatch(surface) else None
+    prefix, tail = parts[0], parts[1:]
+    hashlike = len(tail) >= 3 and len({len(p) for p in tail}) == 1 and len(tail[0]) >= 3
+    if not hashlike:
+        while tail and tail[-1].isalpha():
+            tail.pop()
+    if not tail or (not hashlike and sum(c.isdigit() for p in tail for c in p) < 2):
+        return None
+    surface = surface[: len(prefix) + sum(len(p) + 1 for p in tail)]
+    if prefix in STANDARD_PREFIXES:
+        return surface, "standard"
+    return surface, "error_code" if len(tail) == 1 else "identifier"
+
+
+# ------------------------------------------------------------------------------ words that name nothing
+def _word_sets(*groups: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """(words written without inner dots, compact forms of the ones with inner dots): ``e.g.`` is
+    recognised as ``e.g``, ``e. g.`` or ``E.G.``, never as the word ``eg``."""
+    words = {w.rstrip(".") for g in groups for w in g}
+    plain = frozenset(w for w in words if "." not in w)
+    dotted = frozenset(_compact(w) for w in words if "." in w)
+    return plain, dotted
+
+
+def _fold_word(word: str) -> str:
+    """``_fold`` of one word, faster for the usual ASCII word."""
+    return word.lower() if word.isascii() else _fold(word)
+
+
+def _compact(word: str) -> str:
+    return re.sub(r"[.\s-]+", "", word)
+
+
+_ABBREV_WORDS = _word_sets(ABBREVIATIONS)
+_COMPANY_WORDS = _word_sets(COMPANY_SUFFIXES)
+
+
+def _by_lang(lists: dict[str, frozenset[str]]) -> dict[str | None, frozenset[str]]:
+    """Per text language: its list and the English one (dates and UI words in English are
+    everywhere); every list when the language is unknown."""
+    out: dict[str | None, frozenset[str]] = {None: frozenset().union(*lists.values())}
+    for lang, words in lists.items():
+        out[lang] = frozenset(w.rstrip(".") for w in words | lists["en"])
+    return out
+
+
+#: month and weekday names (and their abbreviations), function words: per language, because one
+#: language's weekday is another's name ("Sam", "Mars", "Mayo" are names in English text)
+_CALENDAR = _by_lang(CALENDAR_BY_LANG)
+_CALENDAR_ABBR = _by_lang(CALENDAR_ABBR_BY_LANG)
+_FUNCTION = _by_lang(FUNCTION_WORDS_BY_LANG)
+_PUNCT = "`'\"«»“”()[]{},;:!?"
+#: dotted abbreviations as written in running text: every span overlapping one is dropped (the
+#: dotted-name rule would read ``i.d.R.`` as the config key ``i.d``)
+_ABBREV_RE = re.compile(
+    r"(?<![\w./-])(?:"
+    + "|".join(
+        "".join(r"\.\s?" if c == "." else re.escape(c) for c in a.rstrip(".")) + r"\.?"
+        for a in sorted(ABBREVIATIONS, key=len, reverse=True)
+        if "." in a.rstrip(".") and a.isascii()
+    )
+    + r")(?!\.?[\w-])"
+)
+
+
+#: a text's language, or a function giving it when needed (detecting it costs more than the rest)
+_Lang = str | None | Callable[[], str | None]
+
+
+def _filler(word: str, lang: _Lang = None) -> str | None:
+    """What makes one word name nothing, or None: ``abbreviation`` (``e.g.``, ``z.B.``, ``c.-à-d.``,
+    ``例如``), ``company`` (a suffix such as ``Inc``, ``GmbH``, ``SA``), ``calendar`` (month and
+    weekday names and their abbreviations) or ``function`` (``Off``, ``However``, ``Sinon``,
+    ``Jedoch``, ``Además``). Calendar and function words are those of the text's language ``lang``
+    and English (of every language, en/fr/de/es/zh, when None). A word in capitals without dots
+    (``DEC``, ``SAT``, ``VS``) is an acronym: no abbreviation nor abbreviated month or weekday."""
+    w = _fold_word(word.strip(_PUNCT)).rstrip(".")
+    if not w:
+        return None
+    dotted = "." in w
+    acronym = not dotted and word.strip(_PUNCT + ".").isupper()
+    if not acronym and ((_compact(w) in _ABBREV_WORDS[1]) if dotted else (w in _ABBREV_WORDS[0])):
+        return "abbreviation"
+    if (_compact(w) in _COMPANY_WORDS[1]) if dotted else (w in _COMPANY_WORDS[0]):
+        return "company"
+    calendar = w in _CALENDAR[None] or (not acronym and w in _CALENDAR_ABBR[None])
+    if not calendar and w not in _FUNCTION[None]:
+        return None
+    code = lang() if callable(lang) else lang
+    if w in _CALENDAR.get(code, _CALENDAR[None]) or (
+        not acronym and w in _CALENDAR_ABBR.get(code, _CALENDAR_ABBR[None])
+    ):
+        return "calendar"
+    if w in _FUNCTION.get(code, _FUNCTION[None]):
+        return "function"
+    return None
+
+
+def _good(name: str, lang: _Lang = None) -> bool:
     k = entity_key(name)
-    if len(k) < 2 or k in _GENERIC or k in STOPWORDS or k in _WEEKDAYS or k.isdigit():
+    if len(k) < 2 or k in _GENERIC or k in STOPWORDS or k.isdigit():
+        return False
+    # "Fri", "Aug.", "e.g", "Inc", "Off", "星期一", "Fri, 17 Feb 2023": fillers, stopwords and numbers only
+    words = name.split()
+    kinds = [_filler(w, lang) for w in words]
+    if any(kinds) and all(
+        kind or _fold(w.strip(_PUNCT + ".")) in _STOP_GENERIC or w.strip(_PUNCT + ".").isdigit()
+        for kind, w in zip(kinds, words)
+    ):
         return False
     return True
 
@@ -357,6 +496,12 @@ class RuleExtractor:
                 surface = m.group(0)
                 if typ == "cluster":
                     surface = f"cluster {m.group(1)}"
+                elif typ == "identifier":
+                    ident = _identifier(surface)
+                    if ident is None:
+                        continue
+                    found.append((m.start(), m.start() + len(ident[0]), ident[0], ident[1]))
+                    continue
                 elif typ == "config" and "." in surface and "_" not in surface:
                     # dotted words: keep config keys (cache.ttl), drop file names and domains
                     if _FILE_EXT.search(surface) or _DOMAIN_TLD.search(surface) or surface.count(".") < 1:
@@ -364,30 +509,18 @@ class RuleExtractor:
                 found.append((m.start(), m.end(), surface, typ))
         for m in _SQL_TABLE.finditer(text):
             found.append((m.start(1), m.end(1), m.group(1), "sql_table"))
+        lang_at = _languages(text)
         if self.names:
-            for m in _NAME.finditer(text):
-                surface = m.group(0)
-                words = surface.split()
-                # drop leading sentence-initial function words: "The Ghost" -> "Ghost"
-                while words and _fold(words[0]) in STOPWORDS | _GENERIC:
-                    words.pop(0)
-                if not words:
-                    continue
-                if words and re.search(r"[’'](?:s)$", words[-1]):
-                    words[-1] = words[-1][:-2]  # possessive: Scrooge's -> Scrooge
-                if not words or any(_CONTRACTION.search(w) for w in words):
-                    continue  # I'm, Don't, It's: not names
-                surface = " ".join(words)
-                start = m.start() + m.group(0).find(surface)
-                if len(words) == 1 and surface[1:].islower() and _sentence_initial(text, start):
-                    continue  # "Jeton", "Todos", "Verifique": capitalised because they start a sentence
-                found.append((start, m.end(), surface, "name"))
-        # longest span wins an overlap; then by position
+            found.extend(_name_spans(text, lang_at))
+        # longest span wins an overlap; then by position. Dotted abbreviations ("e.g.", "z.B.",
+        # "i.d.R.", "p. ex.") are taken first, so no span overlapping one is kept
         found.sort(key=lambda s: (-(s[1] - s[0]), s[0]))
         taken = bytearray(len(text) + 1)
+        for m in _ABBREV_RE.finditer(_fold_same_length(text) if "." in text else ""):
+            taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
         out: list[tuple[int, int, str, str]] = []
         for s in found:
-            if any(taken[s[0] : s[1]]) or not _good(s[2]):
+            if any(taken[s[0] : s[1]]) or not _good(s[2], lang_at(s[0])):
                 continue
             taken[s[0] : s[1]] = b"\x01" * (s[1] - s[0])
             out.append(s)
@@ -448,6 +581,67 @@ class RuleExtractor:
     def query_entities(self, text: str) -> list[str]:
         """Entity keys a question cites by shape (the graph leg also matches known names)."""
         return [entity_key(s[2]) for s in self.spans(text)]
+
+
+def _languages(text: str) -> Callable[[int], Callable[[], str | None]]:
+    """The language of the sentence at an offset of ``text`` (None: too short to tell), detected
+    when first asked for, so a chunk mixing languages reads each sentence's weekdays and function
+    words in its own language."""
+    bounds = _sentence_bounds(text) or [(0, 0)]
+    starts = [a for a, _ in bounds]
+    memo: dict[int, str | None] = {}
+
+    def at(offset: int) -> Callable[[], str | None]:
+        i = max(0, bisect_right(starts, offset) - 1)
+
+        def lang() -> str | None:
+            if i not in memo:
+                memo[i] = detect_language(text[bounds[i][0] : bounds[i][1]])
+            return memo[i]
+
+        return lang
+
+    return at
+
+
+def _name_spans(text: str, lang_at: Callable[[int], Callable[[], str | None]]) -> list[tuple[int, int, str, str]]:
+    """Capitalised names in prose. A run of capitalised words is cut at abbreviations ("Python Vs
+    Ruby": two names); leading function words go ("The Ghost", "Perhaps Scrooge": "Ghost",
+    "Scrooge"), and so do possessives. Month and weekday names stay inside a name ("Sun
+    Microsystems", "Mayo Clinic"): ``_good`` drops a run made of them only ("Fri Aug")."""
+    out: list[tuple[int, int, str, str]] = []
+    for m in _NAME.finditer(text):
+        lang = lang_at(m.start())
+        run: list[tuple[int, int, str]] = []
+        for w in [*re.finditer(r"\S+", m.group(0)), None]:
+            if w is not None and _filler(w.group(0), lang) != "abbreviation":
+                run.append((m.start() + w.start(), m.start() + w.end(), w.group(0)))
+                continue
+            span = _name_run(text, run, lang)
+            if span is not None:
+                out.append(span)
+            run = []
+    return out
+
+
+def _name_run(text: str, words: list[tuple[int, int, str]], lang: _Lang) -> tuple[int, int, str, str] | None:
+    """The name span of a run of words (start, end, word), or None."""
+    while words and (_fold_word(words[0][2]) in _STOP_GENERIC or _filler(words[0][2], lang) == "function"):
+        words = words[1:]  # sentence-initial function words: "The Ghost" -> "Ghost", "Perhaps Scrooge"
+    while words and words[-1][2] in _JOINERS:
+        words = words[:-1]
+    if not words:
+        return None
+    if re.search(r"[’'](?:s)$", words[-1][2]):
+        a, b, w = words[-1]
+        words = [*words[:-1], (a, b - 2, w[:-2])]  # possessive: Scrooge's -> Scrooge
+    if any(_CONTRACTION.search(w[2]) for w in words):
+        return None  # I'm, Don't, It's: not names
+    surface = " ".join(w[2] for w in words)
+    start = words[0][0]
+    if len(words) == 1 and surface[1:].islower() and _sentence_initial(text, start):
+        return None  # "Jeton", "Todos", "Verifique": capitalised because they start a sentence
+    return start, words[-1][1], surface, "name"
 
 
 def _sentence_initial(text: str, start: int) -> bool:
@@ -540,8 +734,9 @@ class LLMExtractor:
                 ents: dict[str, Entity] = {}
                 rels: list[Relation] = []
                 if g is not None:
+                    lang = detect_language(c.text)
                     for e in g.entities:
-                        if _good(e.name):
+                        if _good(e.name, lang):
                             ents.setdefault(entity_key(e.name), Entity(e.name, e.type.lower(), e.description))
                     for r in g.relations:
                         if entity_key(r.source) == entity_key(r.target):

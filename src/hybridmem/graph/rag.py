@@ -674,6 +674,8 @@ class GraphRAG:
             for n in (1, 2, 3):
                 for i in range(len(words) - n + 1):
                     k = "-".join(words[i : i + n])
+                    if k not in keys and n == 1 and any(c.isdigit() for c in k):
+                        k = entity_key(k)  # "kb5034441" is keyed "kb-5034441", "http504" "http-504"
                     if k in keys:
                         hits.add(k)
         return self.gstore.mark_stale(namespace, sorted(hits)) if hits else 0
@@ -835,59 +837,48 @@ class GraphRAG:
 
     # ------------------------------------------------------------------ picture
     def plot(
-        self, path: str, namespace: str | None = None, *, top: int = 8, max_nodes: int = 300, level: int | None = None
+        self,
+        path: str,
+        namespace: str | None = None,
+        *,
+        top: int = 8,
+        max_nodes: int = 80,
+        level: int | None = None,
+        entity: str | None = None,
+        hops: int = 1,
+        labels: int = 40,
     ) -> dict[str, Any]:
-        """A PNG of the ``top`` largest communities: nodes coloured by community, sized by degree."""
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import networkx as nx
+        """A PNG that stays readable at any graph size (``hybridmem.graph.plot``). By default the
+        ``top`` largest communities of ``level`` (default: the top level), each by its most central
+        entities, ``max_nodes`` entities in all; with ``entity``, that entity (any variant of its name)
+        and its strongest neighbours within ``hops`` (1 or 2). At most ``labels`` labels, none
+        overlapping another; the legend has its own panel inside the picture."""
+        from . import plot as gplot
 
         ns = self._ns(namespace)
         comms = self.gstore.communities(ns)
         if not comms:
             raise NotFoundError(f"namespace {ns!r} has no graph communities: run `hybridmem graph build` first")
-        lvl = min(c.level for c in comms) if level is None else level
-        chosen = sorted((c for c in comms if c.level == lvl), key=lambda c: -len(c.members))[:top]
-        g = self.to_networkx(ns).to_undirected()
-        key_of = {g.nodes[n]["key"]: n for n in g.nodes}
-        colour: dict[int, int] = {}
-        per = max(1, max_nodes // max(1, len(chosen)))
-        for i, c in enumerate(chosen):
-            members = sorted((key_of[k] for k in c.members if k in key_of), key=lambda n: -g.degree(n))[:per]
-            for n in members:
-                colour[n] = i
-        sub = g.subgraph(colour)
-        pos = nx.spring_layout(sub, seed=7, k=1.5 / max(1, len(sub) ** 0.5), iterations=60)
-        fig, ax = plt.subplots(figsize=(12, 9), dpi=110)
-        cmap = plt.get_cmap("tab10" if len(chosen) <= 10 else "tab20")
-        deg = dict(sub.degree())
-        nx.draw_networkx_edges(sub, pos, ax=ax, alpha=0.15, width=0.6)
-        nx.draw_networkx_nodes(
-            sub,
-            pos,
-            ax=ax,
-            node_color=[cmap(colour[n] % cmap.N) for n in sub.nodes],
-            node_size=[20 + 12 * deg[n] for n in sub.nodes],
-            alpha=0.85,
-            linewidths=0,
+        sel = gplot.select(
+            self.gstore.load(ns),
+            comms,
+            top=top,
+            max_nodes=max_nodes,
+            level=level,
+            entity=entity,
+            hops=hops,
+            namespace=ns,
         )
-        label_nodes = sorted(sub.nodes, key=lambda n: -deg[n])[:40]
-        nx.draw_networkx_labels(
-            sub, pos, ax=ax, labels={n: sub.nodes[n]["name"][:24] for n in label_nodes}, font_size=7
-        )
-        for i, c in enumerate(chosen):
-            ax.scatter([], [], color=cmap(i % cmap.N), label=f"{c.community_id}: {c.title[:40]}")
-        ax.legend(loc="lower left", fontsize=7, frameon=False)
-        ax.set_title(f"hybridmem graph — namespace {ns!r}, top {len(chosen)} communities of level {lvl}")
-        ax.axis("off")
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        fig = gplot.figure(sel, labels=labels)
+        gplot.save(fig, path)
+        labelled = sum(1 for ax in fig.axes for t in ax.texts if getattr(t, "xy", None) is not None)
         return {
             "path": str(path),
-            "nodes": sub.number_of_nodes(),
-            "edges": sub.number_of_edges(),
-            "communities": [c.community_id for c in chosen],
+            "mode": sel.mode,
+            "nodes": len(sel.nodes),
+            "edges": len(sel.edges),
+            "labels": labelled,
+            "entities": sel.total_entities,
+            "communities": sel.communities,
+            "entity": sel.names[sel.centre] if sel.centre is not None else None,
         }
