@@ -217,3 +217,47 @@ def test_mcp_unknown_transport(tmp_path: Path, transport: str) -> None:
         timeout=60,
     )
     assert r.returncode == 2 and "unknown MCP transport" in r.stderr
+
+
+async def _alias_session(db: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=_server(db), env={"PYTHONUNBUFFERED": "1"})
+    with open(os.devnull, "w") as devnull:
+        async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert "query" not in tools["recall"].input_schema["properties"]  # the schema keeps its own names
+            assert "search_text" in tools["recall"].input_schema.get("required", [])
+            r = _data(await session.call_tool("remember", {"content": "Kafka lag alert at 10k messages.", "id": "k"}))
+            assert r["added"] == ["k"]
+            # an agent's first guesses: query, k, filter
+            hits = _data(
+                await session.call_tool("recall", {"query": "kafka lag", "mode": "bm25", "k": 1, "filter": {}})
+            )
+            assert [h["doc_id"] for h in hits["results"]] == ["k"]
+            ans = _data(await session.call_tool("ask", {"query": "When does the Kafka lag alert fire?"}))
+            assert "k_p1" in {c["chunk_id"] for c in ans["citations"]}
+            # a missing argument names the tool's own, not pydantic's "Field required"
+            bad = await session.call_tool("recall", {"mode": "bm25"})
+            text = bad.content[0].text
+            assert bad.is_error and "`search_text`" in text and "`query`" in text and "Field required" not in text
+            bad = await session.call_tool("forget", {})
+            assert bad.is_error and "`ids`" in bad.content[0].text
+            gone = _data(await session.call_tool("forget", {"id": "k"}))  # one id, not a list
+            assert gone["deleted"] == ["k"]
+
+
+def test_mcp_accepts_the_argument_names_agents_guess(tmp_path: Path) -> None:
+    asyncio.run(asyncio.wait_for(_alias_session(tmp_path / "m.db"), timeout=120))
+
+
+def test_tool_arguments_renames_aliases_only_when_the_name_is_absent() -> None:
+    from hybridmem.server.mcp import ALIASES, tool_arguments
+
+    assert tool_arguments("recall", {"query": "x", "k": 3}) == {"search_text": "x", "top_k": 3}
+    assert tool_arguments("recall", {"search_text": "own", "query": "alias"}) == {
+        "search_text": "own",
+        "query": "alias",
+    }
+    assert tool_arguments("forget", {"ids": "a"}) == {"ids": ["a"]}
+    assert tool_arguments("unknown-tool", {"query": "x"}) == {"query": "x"}
+    assert all(target != alias for table in ALIASES.values() for alias, target in table.items())

@@ -251,7 +251,7 @@ def test_ordinals_decades_and_number_words_are_not_identifiers():
 
 
 def test_a_version_with_and_without_its_v_meets() -> None:
-    """"2.38.5" finds "Git v2.38.5 Release Notes" through the whole version token, not its parts
+    """ "2.38.5" finds "Git v2.38.5 Release Notes" through the whole version token, not its parts
     (which an ANSI colour code "38;5;0" also holds); "v2.38.5" finds "version 2.38.5"."""
     assert "2.38.5" in tokenize("Git v2.38.5 Release Notes", "en")
     assert "2.38.5" in query_tokens("v2.38.5") and "2.38.5" in tokenize("version 2.38.5", "en")

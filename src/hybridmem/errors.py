@@ -82,12 +82,15 @@ class EmbedderMismatchError(StoreError):
     http_status = 409
     error_type = "embedder_mismatch"
 
-    def __init__(self, stored: str, stored_dim: int, given: str, given_dim: int) -> None:
+    def __init__(self, stored: str, stored_dim: int | None, given: str, given_dim: int | None) -> None:
         self.stored, self.stored_dim, self.given, self.given_dim = stored, stored_dim, given, given_dim
+
+        def dim(d: int | None) -> str:  # a dimension not known yet (the model is not loaded) is not said
+            return f" (dim {d})" if d else ""
+
         super().__init__(
-            f"this store was built with embedder {stored!r} (dim {stored_dim}) but {given!r} "
-            f"(dim {given_dim}) was given; use the same embedder, or run "
-            f"`hybridmem reembed --embedder SPEC` to switch models"
+            f"this store was built with embedder {stored!r}{dim(stored_dim)} but {given!r}{dim(given_dim)} "
+            "was given; use the same embedder, or run `hybridmem reembed --embedder SPEC` to switch models"
         )
 
 

@@ -19,7 +19,6 @@ from .filters import MAX_KEY_LEN
 from .models import Document
 from .store.base import PreparedDocument
 from .text.chunk import chunk_text
-from .text.loaders import load_path
 from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
 
 __all__ = [
@@ -194,6 +193,8 @@ def load_documents(
             codecs.lookup(encoding)
         except LookupError:
             raise ValidationError(f"unknown encoding {encoding!r}", field="encoding") from None
+    from .text.loaders import load_path  # noqa: PLC0415 - html.parser & co. only for files
+
     loaded = load_path(
         Path(path), doc_id=doc_id, base=Path(base) if base is not None else None, id_prefix=id_prefix, encoding=encoding
     )

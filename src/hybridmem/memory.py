@@ -15,12 +15,11 @@ Writes are committed and BM25-searchable at once; queries fuse whatever is embed
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import config
 from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
@@ -30,7 +29,7 @@ from .embed.worker import Embedders, EmbeddingWorker
 from .errors import EmbedderMismatchError, NotFoundError
 from .ingest import Preparer, check_id, check_namespace, load_documents, reconcile
 from .llm.base import ChatModel
-from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse, Stats
+from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse, Stats, WorkerStatus
 from .rerank import Reranker
 from .retrieve.blas import limit_process_blas
 from .retrieve.legs import make_legs
@@ -52,6 +51,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+_T = TypeVar("_T")
+
+
+async def _to_thread(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+    import asyncio  # noqa: PLC0415 - only the async twins need it (and ~80 ms of imports with ssl)
+
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def stored_embedder(target: str | Path) -> str | None:
@@ -150,7 +158,7 @@ class Memory:
         if stored is None:
             self.store.set_embedder(self.embedders.name, None)
         elif stored != self.embedders.name and check:
-            raise EmbedderMismatchError(stored, stored_dim or 0, self.embedders.name, 0)
+            raise EmbedderMismatchError(stored, stored_dim, self.embedders.name, None)
         given = self.embedders.loaded
         if given is not None and getattr(given, "dim", None) and check:
             self._check_embedder(given)
@@ -430,7 +438,13 @@ class Memory:
             metadata_keys=sorted(self.store.metadata_keys(ns)),
             schema_version=self.store.schema_version,
             size_bytes=self.store.size_bytes(),
+            worker=self.worker_status() if self.worker.stored_total or self.worker.running else None,
         )
+
+    def worker_status(self) -> WorkerStatus:
+        """The background embedding worker's progress: vectors/s over the last minute, the store's
+        queue, the batch running, the last error."""
+        return WorkerStatus.model_validate(self.worker.status())
 
     def close(self) -> None:
         self.worker.stop(timeout=5)
@@ -445,20 +459,20 @@ class Memory:
 
     # ------------------------------------------------------------------ async twins
     async def asearch(self, request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryResponse:
-        return await asyncio.to_thread(self.search, request, **kwargs)
+        return await _to_thread(self.search, request, **kwargs)
 
     async def aask(self, question: str, **kwargs: Any) -> Answer:
-        return await asyncio.to_thread(self.ask, question, **kwargs)
+        return await _to_thread(self.ask, question, **kwargs)
 
     async def aadd(self, text: str, **kwargs: Any) -> IngestReport:
-        return await asyncio.to_thread(self.add, text, **kwargs)
+        return await _to_thread(self.add, text, **kwargs)
 
     async def aadd_documents(self, docs: Iterable[Document | dict[str, Any]], **kwargs: Any) -> IngestReport:
         docs = list(docs)
-        return await asyncio.to_thread(self.add_documents, docs, **kwargs)
+        return await _to_thread(self.add_documents, docs, **kwargs)
 
     async def aupdate(self, id: str, text: str, **kwargs: Any) -> IngestReport:
-        return await asyncio.to_thread(self.update, id, text, **kwargs)
+        return await _to_thread(self.update, id, text, **kwargs)
 
     async def adelete(self, ids: str | Sequence[str], **kwargs: Any) -> list[str]:
-        return await asyncio.to_thread(self.delete, ids, **kwargs)
+        return await _to_thread(self.delete, ids, **kwargs)

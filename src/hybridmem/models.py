@@ -303,6 +303,22 @@ class IngestReport(BaseModel):
         self.pending_vectors = other.pending_vectors
 
 
+class WorkerStatus(BaseModel):
+    """The background embedding worker's progress (``EmbeddingWorker.status``)."""
+
+    running: bool
+    pending: int
+    vectors_last_minute: int
+    vectors_per_s: float
+    stored_total: int
+    last_batch_s_ago: float | None = None
+    last_batch_took_s: float | None = None
+    batch_running_s: float | None = None
+    error: str | None = None
+    last_error: str | None = None
+    last_error_s_ago: float | None = None
+
+
 class Stats(BaseModel):
     path: str
     namespace: str
@@ -317,3 +333,5 @@ class Stats(BaseModel):
     metadata_keys: list[str]
     schema_version: int
     size_bytes: int
+    #: the embedding worker of this process (None when it never ran here)
+    worker: WorkerStatus | None = None

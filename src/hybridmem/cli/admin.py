@@ -6,11 +6,10 @@ import json
 from typing import Optional
 
 import typer
-from rich.table import Table
 
 from ..errors import HybridMemError, NotFoundError
 from .common import cli_context, embed_with_progress, err, fail, out, progress
-from .render import print_migrate
+from .render import plural, print_migrate
 
 __all__ = ["register"]
 
@@ -47,6 +46,8 @@ def stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
         if as_json:
             out.print_json(s.model_dump_json())
             return
+        from rich.table import Table
+
         t = Table(show_header=False)
         for k, v in s.model_dump().items():
             t.add_row(k, ", ".join(v) if isinstance(v, list) else str(v))
@@ -61,7 +62,7 @@ def embed(ctx: typer.Context) -> None:
         with cli_context(ctx).open_memory(create=False) as mem:
             n = mem.store.pending_count()
             embed_with_progress(mem)
-        out.print(f"embedded {n} chunks")
+        out.print(f"embedded {plural(n, 'chunk')}", highlight=False)
     except HybridMemError as e:
         raise fail(e) from None
 
@@ -76,7 +77,11 @@ def reembed(ctx: typer.Context, embedder: str = typer.Option(..., "--embedder", 
             with progress() as prog:
                 task = prog.add_task(f"re-embedding with {embedder}", total=None)
                 n = mem.reembed(embedder, progress=lambda k: prog.advance(task, k))
-        out.print(f"re-embedded {n} chunks ({total} in namespace {cli.namespace!r}) with {embedder}")
+        out.print(
+            f"re-embedded {plural(n, 'chunk')} ({total} in namespace {cli.namespace!r}) with {embedder}",
+            highlight=False,
+            markup=False,
+        )
     except HybridMemError as e:
         raise fail(e) from None
 

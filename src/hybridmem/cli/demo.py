@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from .. import config
 from ..errors import HybridMemError
-from ..memory import Memory
-from .common import embed_with_progress, fail, out, progress
+from .common import embed_with_progress, err, fail, out, progress
+from .render import plural
+
+if TYPE_CHECKING:
+    from ..memory import Memory
 
 __all__ = ["register"]
 
 
 def _key_question(mem: Memory, q: dict[str, Any]) -> bool:
     """Print one key question's table (each mode's top documents); True when hybrid ranks a gold document first."""
+    from rich.table import Table
+
     t = Table(title=f"« {q['question']} »  (gold: {', '.join(q['gold'])})", title_justify="left")
     for col in ("mode", "top-1 document", "rank of gold", "top-3"):
         t.add_column(col)
@@ -42,15 +46,20 @@ def _key_question(mem: Memory, q: dict[str, Any]) -> bool:
 def _demo_scores(mem: Memory, questions: list[dict[str, Any]]) -> None:
     """MRR@10 (document level) per question category and mode over the whole demo question set
     (``hybridmem eval demo`` gives every metric, latency and significance tests)."""
+    from rich.table import Table
+
     from ..eval.metrics import per_query
 
     cats: dict[str, dict[str, list[float]]] = {}
-    for q in questions:
-        for mode in ("bm25", "vector", "hybrid"):
-            resp = mem.search(q["question"], mode=mode, top_k=10, metadata_filter=q.get("metadata_filter") or {})
-            ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
-            rr = per_query(ranked, dict.fromkeys(q["gold"], 1))["mrr@10"]
-            cats.setdefault(q["category"], {}).setdefault(mode, []).append(rr)
+    with progress() as prog:
+        task = prog.add_task("scoring the demo questions", total=len(questions))
+        for q in questions:
+            for mode in ("bm25", "vector", "hybrid"):
+                resp = mem.search(q["question"], mode=mode, top_k=10, metadata_filter=q.get("metadata_filter") or {})
+                ranked = list(dict.fromkeys(r.doc_id for r in resp.results))
+                rr = per_query(ranked, dict.fromkeys(q["gold"], 1))["mrr@10"]
+                cats.setdefault(q["category"], {}).setdefault(mode, []).append(rr)
+            prog.advance(task, 1)
     t = Table(title="MRR@10 by question category (document level)", title_justify="left")
     t.add_column("category")
     t.add_column("n", justify="right")
@@ -76,6 +85,9 @@ def demo(
 ) -> None:
     """Build the Helio demo memory in a fresh store and show BM25 vs vectors vs hybrid."""
     from ..demo import KEY_QUESTIONS, load_documents, load_questions
+    from ..embed.cache import CachedEmbedder
+    from ..embed.registry import create_embedder
+    from ..memory import Memory
 
     try:
         for suffix in ("", "-wal", "-shm"):
@@ -83,13 +95,26 @@ def demo(
         docs = load_documents()
         questions = {q["id"]: q for q in load_questions()}
         out.print(f"[bold]hybridmem demo[/] — {len(docs)} Helio documents (fr, en, de, es, zh) into {db}")
-        with Memory(db, embedder=embedder, auto_embed=False) as mem:
+        # vectors are kept in the evaluation's cache: a second demo and `hybridmem eval demo` reuse them
+        cache = Path(".hybridmem") / "eval-cache" / "embeddings.db"
+        emb = CachedEmbedder(create_embedder(embedder), cache)
+        with Memory(db, embedder=emb, auto_embed=False) as mem:
             with progress() as prog:
                 task = prog.add_task("indexing", total=len(docs))
                 mem.add_documents(docs, progress=lambda n: prog.advance(task, n))
+            pending = mem.store.pending_count()
+            err.print(
+                f"embedding {plural(pending, 'chunk')} with {emb.name} on this CPU: a few minutes the first time "
+                f"on 2 cores; the vectors are cached in {cache.parent} for later runs and `hybridmem eval demo`",
+                highlight=False,
+            )
             embed_with_progress(mem)
             s = mem.stats()
-            out.print(f"{s.documents} documents, {s.chunks} chunks, {s.vectors} vectors ({s.embedder})\n")
+            out.print(
+                f"{plural(s.documents, 'document')}, {plural(s.chunks, 'chunk')}, {plural(s.vectors, 'vector')} "
+                f"({s.embedder})\n",
+                highlight=False,
+            )
             wins: dict[str, bool] = {qid: _key_question(mem, questions[qid]) for qid in KEY_QUESTIONS}
             # a filtered query: the same incident exists in production and staging
             resp = mem.search(
@@ -99,7 +124,7 @@ def demo(
             )
             envs = {r.metadata.get("environment") for r in resp.results}
             out.print(
-                f"\nfiltered query environment=production → {resp.total_retrieved} results, environments seen: "
+                f"\nfiltered query environment=production → {plural(resp.total_retrieved, 'result')}, environments seen: "
                 f"{', '.join(sorted(map(str, envs)))}",
                 highlight=False,
             )

@@ -10,12 +10,14 @@ from ..errors import ValidationError
 __all__ = ["filter_option", "json_object", "parse_meta"]
 
 
-def parse_meta(items: list[str]) -> dict[str, Any]:
+def parse_meta(items: list[str], field: str = "--meta") -> dict[str, Any]:
+    """``key=value`` items as a dict (values parsed as JSON when they are: numbers, booleans, null);
+    ``field`` is the option they came from, named in the error."""
     meta: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ValidationError(f"expected key=value, got {item!r}", field="--meta")
+            raise ValidationError(f"expected key=value, got {item!r}", field=field)
         try:
             meta[key.strip()] = json.loads(value)  # numbers, booleans, null
         except json.JSONDecodeError:
@@ -41,5 +43,5 @@ def filter_option(items: list[str], filter_json: Optional[str]) -> dict[str, Any
     if filter_json:
         flt.update(json_object(filter_json, "--filter-json"))
     for item in items:
-        flt.update(json_object(item, "--filter") if item.lstrip().startswith("{") else parse_meta([item]))
+        flt.update(json_object(item, "--filter") if item.lstrip().startswith("{") else parse_meta([item], "--filter"))
     return flt

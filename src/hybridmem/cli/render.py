@@ -1,18 +1,24 @@
-"""Human-readable output: result tables, answers, usage lines, reports."""
+"""Human-readable output: result tables, answers, usage lines, reports.
+
+Results are a table on a terminal and plain lines (one per result, then a one-line snippet) when
+stdout is a pipe or a file. rich's tables load on first use, and the models only for type checking."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
-from ..models import Answer, QueryResponse, Usage
 from .common import err, out
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..models import Answer, QueryResponse, Usage
 
 __all__ = [
     "emit",
+    "plural",
     "print_answer",
     "print_eval",
     "print_global",
@@ -23,15 +29,21 @@ __all__ = [
 ]
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 chunk``, ``2 chunks``, ``0 chunks`` (``many``: an irregular plural, e.g. ``entities``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def usage_line(u: Usage) -> str:
     return (
-        f"usage: {u.calls} LLM call{'s' if u.calls != 1 else ''} ({u.http_requests} HTTP request"
-        f"{'s' if u.http_requests != 1 else ''}), {u.prompt_tokens} prompt + {u.completion_tokens} completion "
-        f"tokens, {u.latency_ms:.0f} ms"
+        f"usage: {plural(u.calls, 'LLM call')} ({plural(u.http_requests, 'HTTP request')}), "
+        f"{u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, {u.latency_ms:.0f} ms"
     )
 
 
 def _results_table(resp: QueryResponse) -> Table:
+    from rich.table import Table
+
     table = Table(show_lines=False, header_style="bold", expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("chunk_id", no_wrap=True, overflow="fold")
@@ -59,14 +71,38 @@ def _results_table(resp: QueryResponse) -> Table:
     return table
 
 
-def print_response(resp: QueryResponse) -> None:
-    out.print(_results_table(resp))
+def _results_lines(resp: QueryResponse) -> None:
+    """The results for a pipe or a file: ``rank  rrf  chunk_id  source  leg=rank…`` on one line,
+    then the text on one indented line cut to the width (80 columns unless COLUMNS says more)."""
+    width = max(40, out.width)
+    for i, r in enumerate(resp.results, start=1):
+        ranks = " ".join(f"{n}={r.ranks.get(n, '–')}" for n in resp.legs if resp.legs[n].status != "skipped")
+        head = "  ".join(x for x in (str(i), f"{r.rrf_score:.4f}", r.chunk_id, r.source or "", ranks) if x)
+        out.print(head, markup=False, highlight=False)
+        snippet = " ".join(r.text.split())
+        if len(snippet) > width - 4:
+            snippet = snippet[: width - 5] + "…"
+        out.print("    " + snippet, markup=False, highlight=False)
+
+
+def print_response(resp: QueryResponse, embedding: str | None = None) -> None:
+    """The results (a table on a terminal, plain lines otherwise) and a footer: the count, mode,
+    time and each leg's status; ``embedding`` says where the query vector came from."""
+    if out.is_terminal:
+        out.print(_results_table(resp))
+    else:
+        _results_lines(resp)
     legs = ", ".join(
         f"{n}: {leg.status}"
         + (f" {leg.took_ms:.1f} ms" if leg.status == "ok" else f" ({leg.error})" if leg.error else "")
         for n, leg in resp.legs.items()
     )
-    out.print(f"{resp.total_retrieved} results, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}", highlight=False)
+    out.print(
+        f"{plural(resp.total_retrieved, 'result')}, mode {resp.mode}, {resp.took_ms:.1f} ms — {legs}"
+        + (f" · {embedding}" if embedding else ""),
+        highlight=False,
+        markup=False,
+    )
     if resp.reranker:
         state_ = "reranked" if resp.reranked else "NOT reranked (fused order)"
         out.print(f"{state_} by {resp.reranker}; rrf is the fused score", highlight=False, markup=False)
@@ -75,7 +111,11 @@ def print_response(resp: QueryResponse) -> None:
     if resp.usage:
         out.print(usage_line(resp.usage), highlight=False, markup=False)
     if resp.pending_vectors:
-        out.print(f"note: {resp.pending_vectors} chunks still wait for vectors (not in the dense leg yet)")
+        n = resp.pending_vectors
+        out.print(
+            f"note: {plural(n, 'chunk')} still wait{'s' if n == 1 else ''} for vectors (not in the dense leg yet)",
+            highlight=False,
+        )
 
 
 def print_answer(ans: Answer) -> None:
@@ -97,7 +137,8 @@ def print_answer(ans: Answer) -> None:
         out.print(f"removed invented citations: {', '.join(ans.invented_citations)}", markup=False, highlight=False)
     rr = f"{ans.reranker} ({'reranked' if ans.reranked else 'fused order kept'})" if ans.reranker else "none"
     out.print(
-        f"answerer: {ans.answerer} · reranker: {rr} · {len(ans.results)} chunks of context · {ans.took_ms:.0f} ms",
+        f"answerer: {ans.answerer} · reranker: {rr} · {plural(len(ans.results), 'chunk')} of context · "
+        f"{ans.took_ms:.0f} ms",
         markup=False,
         highlight=False,
     )
@@ -141,11 +182,12 @@ def print_global(ans: Any) -> None:
 def print_graph_report(rep: Any) -> None:
     """A :class:`hybridmem.graph.GraphReport` (``graph build`` / ``graph update``)."""
     out.print(
-        f"namespace {rep.namespace!r}: {rep.chunks_extracted} chunks extracted ({rep.extractor}) in {rep.extract_s:.2f}s · "
-        f"{rep.entities} entities, {rep.relations} typed relations, {rep.cooccurrence_edges} co-occurrence edges · "
-        f"{rep.communities} communities on {rep.levels} level(s) in {rep.detect_s:.2f}s · summaries: "
-        f"{rep.summaries_made} made ({rep.summarizer}), {rep.summaries_reused} reused, {rep.summaries_pruned} pruned · LLM calls: {rep.llm_calls} · "
-        f"{rep.took_s:.2f}s",
+        f"namespace {rep.namespace!r}: {plural(rep.chunks_extracted, 'chunk')} extracted ({rep.extractor}) in "
+        f"{rep.extract_s:.2f}s · {plural(rep.entities, 'entity', 'entities')}, "
+        f"{plural(rep.relations, 'typed relation')}, {plural(rep.cooccurrence_edges, 'co-occurrence edge')} · "
+        f"{plural(rep.communities, 'community', 'communities')} on {plural(rep.levels, 'level')} in "
+        f"{rep.detect_s:.2f}s · summaries: {rep.summaries_made} made ({rep.summarizer}), {rep.summaries_reused} "
+        f"reused, {rep.summaries_pruned} pruned · LLM calls: {rep.llm_calls} · {rep.took_s:.2f}s",
         markup=False,
         highlight=False,
     )
@@ -155,6 +197,8 @@ def print_graph_report(rep: Any) -> None:
 
 def print_migrate(rep: Any) -> None:
     """A :class:`hybridmem.migrate` report: counts per namespace, the verdict, the first mismatches."""
+    from rich.table import Table
+
     t = Table("namespace", "documents", "chunks", "vectors", "pending", "entities", "relations", "communities")
     for ns, c in rep.namespaces.items():
         t.add_row(
@@ -175,7 +219,8 @@ def print_migrate(rep: Any) -> None:
     out.print(t)
     verdict = "verified" if rep.ok else "VERIFICATION FAILED"
     out.print(
-        f"{verdict}: {rep.queries_checked} sample queries compared, {len(rep.mismatches)} mismatches; "
+        f"{verdict}: {plural(rep.queries_checked, 'sample query', 'sample queries')} compared, "
+        f"{plural(len(rep.mismatches), 'mismatch', 'mismatches')}; "
         f"{rep.source} -> {rep.destination} in {rep.seconds:.1f} s",
         highlight=False,
         markup=False,
@@ -185,6 +230,8 @@ def print_migrate(rep: Any) -> None:
 
 
 def _eval_tables(results: dict[str, Any], ok: dict[str, Any]) -> None:
+    from rich.table import Table
+
     ds = results["dataset"]
     cats = [c for c in ds["categories"] if c != "all"]
     t = Table(title="overall", title_justify="left")
@@ -213,7 +260,8 @@ def _eval_tables(results: dict[str, Any], ok: dict[str, Any]) -> None:
 def print_eval(results: dict[str, Any]) -> None:
     ds, idx = results["dataset"], results["index"]
     out.print(
-        f"[bold]{ds['name']}[/] ({ds['split']}): {ds['docs']} docs, {ds['queries']} queries, "
+        f"[bold]{ds['name']}[/] ({ds['split']}): {plural(ds['docs'], 'doc')}, "
+        f"{plural(ds['queries'], 'query', 'queries')}, "
         f"embedder {results['embedder']}; index "
         + (f"from cache ({idx['key']})" if idx["cached"] else f"built in {idx['index_s']} s")
         + (f", embedded in {idx['embed_s']} s" if idx.get("embed_s") else ""),

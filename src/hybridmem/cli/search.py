@@ -1,19 +1,37 @@
-"""``hybridmem search`` and ``hybridmem ask``: retrieval and grounded answers."""
+"""``hybridmem search`` and ``hybridmem ask``: retrieval and grounded answers.
+
+A search that needs a query vector (modes hybrid and vector) is sent to a running ``hybridmem
+serve`` of the same store when there is one (its discovery file, :func:`.serve.running_server`):
+the server's model embeds the query, and this process loads none. Otherwise, or when the server
+does not answer, the search runs here. The footer says which, and how long the model took to load."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from ..errors import HybridMemError, NotFoundError, ValidationError
-from .common import cli_context, fail
+from .common import CliContext, cli_context, err, fail
 from .parsing import filter_option, json_object, parse_meta
 from .render import emit, print_answer, print_global, print_response
+from .serve import ServerInfo, running_server
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ..memory import Memory
+    from ..models import QueryRequest, QueryResponse
+
+__all__ = ["API_KEY_ENV", "register"]
+
+#: the API key ``search`` sends to a running server that needs one
+API_KEY_ENV = "HYBRIDMEM_API_KEY"
+#: seconds to wait for a running server's answer before searching here instead
+SERVER_TIMEOUT = 30.0
 
 _LLM_HELP = (
     "Chat model: openai:MODEL (OpenAI, Ollama, vLLM, llama.cpp, LM Studio; endpoint from "
@@ -38,65 +56,207 @@ def _read_request(request: Optional[Path]) -> dict[str, Any]:
     return json_object(raw, "--request")
 
 
+def _request_data(
+    text: Optional[str],
+    request: Optional[Path],
+    filters: list[str],
+    filter_json: Optional[str],
+    fields: dict[str, Any],
+    hybrid: dict[str, Any],
+) -> dict[str, Any]:
+    """The query of the contract: the ``--request`` file, or the text, with the options over it."""
+    if text is not None and request is not None:
+        raise ValidationError("give the text to search for or --request FILE, not both", field="--request")
+    data = _read_request(request)
+    if text is not None:
+        data["search_text"] = text
+    if "search_text" not in data:
+        raise ValidationError("give the text to search for, or --request FILE", field="search_text")
+    flt: dict[str, Any] = dict(data.get("metadata_filter") or {})
+    if filter_json:
+        flt.update(json_object(filter_json, "--filter-json"))
+    flt.update(parse_meta(filters, "--filter") if filters else {})
+    data["metadata_filter"] = flt
+    data.update({k: v for k, v in fields.items() if v is not None and v is not False})
+    data["hybrid_params"] = {**(data.get("hybrid_params") or {}), **{k: v for k, v in hybrid.items() if v is not None}}
+    return data
+
+
+def _validated(data: dict[str, Any]) -> QueryRequest:
+    """``data`` as a QueryRequest; its first problem a ValidationError naming the field (as ``Memory.search``)."""
+    from pydantic import ValidationError as PydanticError
+
+    from ..models import QueryRequest
+
+    try:
+        return QueryRequest.model_validate(data)
+    except PydanticError as e:
+        first = e.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "request"
+        raise ValidationError(first["msg"].removeprefix("Value error, "), field=field) from None
+
+
+# ------------------------------------------------------------------------------- a running server
+
+
+def _http(info: ServerInfo, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    """One loopback request to the server: (status, JSON body). Proxies are never used."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(API_KEY_ENV)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    data = None if body is None else json.dumps(body).encode("utf-8")
+    req = urllib.request.Request(info.url + path, data=data, headers=headers, method=method)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(req, timeout=SERVER_TIMEOUT) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        try:
+            return e.code, json.loads(e.read())
+        except ValueError:
+            return e.code, None
+
+
+def _server_refusal(cli: CliContext, req: QueryRequest, info: ServerInfo) -> str | None:
+    """Why this query cannot go to ``info`` (None: it can)."""
+    if info.api_key_required and not os.environ.get(API_KEY_ENV):
+        return f"it needs an API key (set {API_KEY_ENV})"
+    if req.top_k > info.max_top_k or (req.fetch_k or 0) > 10 * info.max_top_k:
+        return f"top_k/fetch_k above its limit ({info.max_top_k})"
+    if cli.embedder and info.embedder and cli.embedder not in (info.spec, info.embedder):
+        from ..embed.registry import embedder_name
+
+        if embedder_name(cli.embedder) != info.embedder:
+            return f"it embeds with {info.embedder}, not {cli.embedder}"
+    return None
+
+
+def _search_server(cli: CliContext, data: dict[str, Any], info: ServerInfo) -> QueryResponse | str:
+    """The response of the running server, or why there is none (then the search runs here).
+    The server's answer to a bad request is the error the local search would raise."""
+    from ..models import QueryResponse
+
+    try:
+        status, body = _http(info, "POST", "/v1/query", {"namespace": cli.namespace, **data})
+    except Exception as e:  # noqa: BLE001 - refused, reset, timed out, not HTTP: search here instead
+        return f"it did not answer ({getattr(e, 'reason', None) or e or type(e).__name__})"
+    error = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else None
+    if status == 200:
+        try:
+            return QueryResponse.model_validate(body)
+        except ValueError:
+            return "its answer was not a query response"
+    if error and status == 422:
+        field, message = error.get("field"), str(error.get("message"))
+        raise ValidationError(message.removeprefix(f"{field}: ") if field else message, field=field)
+    if error and status == 404:
+        raise NotFoundError(str(error.get("message")))
+    return f"it answered HTTP {status}" + (f" ({error.get('message')})" if error else "")
+
+
+# ------------------------------------------------------------------------------- here
+
+
+def _load_query_model(mem: Memory) -> str:
+    """Load the query embedder now, timed; the footer's note on where the query vector comes from."""
+    t0 = time.perf_counter()
+    try:
+        mem.embedder  # noqa: B018 - the property loads the model
+    except Exception as e:  # noqa: BLE001 - the dense leg reports the failure in the response
+        return f"query model {mem.embedder_name} failed to load ({type(e).__name__})"
+    return f"query embedded here by {mem.embedder_name}, model loaded in {time.perf_counter() - t0:.2f} s"
+
+
+def _search_local(cli: CliContext, req: QueryRequest, llm: Optional[str]) -> tuple[QueryResponse, str | None]:
+    """The search in this process: the response, and where its query vector came from."""
+    with cli.open_memory(create=False, llm=llm) as mem:
+        note = _load_query_model(mem) if req.mode in ("hybrid", "vector", "rerank") else None
+        return mem.search(req), note
+
+
 def search(
     ctx: typer.Context,
-    text: Optional[str] = typer.Argument(None, help="What to look for."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", "-k"),
+    text: Optional[str] = typer.Argument(None, metavar="TEXT", help="What to look for."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", "-k", metavar="N", help="Results to return (default 5)."),
     mode: Optional[str] = typer.Option(
-        None, "--mode", "-m", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."
+        None, "--mode", "-m", metavar="MODE", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."
     ),
     rerank: bool = typer.Option(
         False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."
     ),
-    reranker: Optional[str] = typer.Option(None, "--reranker", help=_RERANKER_HELP),
-    llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
-    dense_weight: Optional[float] = typer.Option(None, "--dense-weight"),
-    sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight"),
-    rrf_k: Optional[float] = typer.Option(None, "--rrf-k"),
-    graph_weight: Optional[float] = typer.Option(None, "--graph-weight", help="Weight of the graph leg (hybrid)."),
-    fetch_k: Optional[int] = typer.Option(None, "--fetch-k"),
-    filters: list[str] = typer.Option([], "--filter", "-f", help="key=value equality filter (repeatable)."),
+    reranker: Optional[str] = typer.Option(None, "--reranker", metavar="NAME", help=_RERANKER_HELP),
+    llm: Optional[str] = typer.Option(None, "--llm", metavar="SPEC", help=_LLM_HELP),
+    dense_weight: Optional[float] = typer.Option(None, "--dense-weight", metavar="W"),
+    sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight", metavar="W"),
+    rrf_k: Optional[float] = typer.Option(None, "--rrf-k", metavar="K"),
+    graph_weight: Optional[float] = typer.Option(
+        None, "--graph-weight", metavar="W", help="Weight of the graph leg (hybrid)."
+    ),
+    fetch_k: Optional[int] = typer.Option(None, "--fetch-k", metavar="N"),
+    filters: list[str] = typer.Option(
+        [], "--filter", "-f", metavar="KEY=VALUE", help="key=value equality filter (repeatable)."
+    ),
     filter_json: Optional[str] = typer.Option(
-        None, "--filter-json", help='A filter object, e.g. {"severity": {"$gte": 2}}'
+        None, "--filter-json", metavar="JSON", help='A filter object, e.g. {"severity": {"$gte": 2}}'
     ),
     request: Optional[Path] = typer.Option(
-        None, "--request", help="A JSON request file of the contract ('-' = stdin)."
+        None, "--request", metavar="PATH", help="A JSON request file of the contract ('-' = stdin); no TEXT then."
+    ),
+    local: bool = typer.Option(
+        False, "--local", help="Search in this process even when a `hybridmem serve` of this store runs."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the contract response as JSON."),
 ) -> None:
-    """Query the memory (hybrid by default) and show each result's rank in each leg."""
+    """Query the memory (hybrid by default) and show each result's rank in each leg.
+
+    Modes hybrid and vector use a running `hybridmem serve` of the same store when there is one:
+    its model embeds the query, so none loads here (the footer says which did)."""
+    cli = cli_context(ctx)
     try:
-        data = _read_request(request)
-        if text is not None:
-            data["search_text"] = text
-        if "search_text" not in data:
-            raise ValidationError("give the text to search for, or --request FILE", field="search_text")
-        flt: dict[str, Any] = dict(data.get("metadata_filter") or {})
-        if filter_json:
-            flt.update(json_object(filter_json, "--filter-json"))
-        flt.update(parse_meta(filters) if filters else {})
-        data["metadata_filter"] = flt
-        val: int | float | str | None
-        for key, val in (("top_k", top_k), ("mode", mode), ("fetch_k", fetch_k), ("reranker", reranker)):
-            if val is not None:
-                data[key] = val
-        if rerank:
-            data["rerank"] = True
-        hp = dict(data.get("hybrid_params") or {})
-        for key, val in (
-            ("dense_weight", dense_weight),
-            ("sparse_weight", sparse_weight),
-            ("rrf_k_constant", rrf_k),
-            ("graph_weight", graph_weight),
-        ):
-            if val is not None:
-                hp[key] = val
-        data["hybrid_params"] = hp
-        with cli_context(ctx).open_memory(create=False, llm=llm) as mem:
-            resp = mem.search(data)
-        emit(resp, as_json, print_response)
+        data = _request_data(
+            text,
+            request,
+            filters,
+            filter_json,
+            {"top_k": top_k, "mode": mode, "fetch_k": fetch_k, "reranker": reranker, "rerank": rerank},
+            {
+                "dense_weight": dense_weight,
+                "sparse_weight": sparse_weight,
+                "rrf_k_constant": rrf_k,
+                "graph_weight": graph_weight,
+            },
+        )
+        req = _validated(data)
+        resp, note = _search(cli, data, req, llm, local)
+        emit(resp, as_json, lambda r: print_response(r, embedding=note))
+        if as_json and note:
+            err.print(note, markup=False, highlight=False)
+        for warning in resp.warnings:  # e.g. a namespace that does not exist, with those that do
+            err.print(f"warning: {warning}", markup=False, highlight=False)
     except HybridMemError as e:
         raise fail(e) from None
+
+
+def _search(
+    cli: CliContext, data: dict[str, Any], req: QueryRequest, llm: Optional[str], local: bool
+) -> tuple[QueryResponse, str | None]:
+    """By the running server when there is one and the query needs a vector, else here."""
+    info = None if local or llm or req.wants_rerank or req.mode not in ("hybrid", "vector") else running_server(cli.db)
+    if info is not None:
+        why = _server_refusal(cli, req, info)
+        got = _search_server(cli, data, info) if why is None else why
+        if not isinstance(got, str):
+            return got, f"query embedded by server at {info.address}"
+        err.print(
+            f"note: not using the hybridmem server at {info.address}: {got}; searching here",
+            markup=False,
+            highlight=False,
+        )
+    return _search_local(cli, req, llm)
 
 
 def ask(

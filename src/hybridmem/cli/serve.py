@@ -1,23 +1,148 @@
-"""``hybridmem serve`` (HTTP) and ``hybridmem mcp`` (an agent over MCP)."""
+"""``hybridmem serve`` (HTTP) and ``hybridmem mcp`` (an agent over MCP).
+
+While ``serve`` runs on a store file, it announces itself in a discovery file next to the store,
+``<store>.serve.json`` (pid, address, whether it needs an API key; never a key), removed when it
+stops. ``hybridmem search`` reads it (:func:`running_server`) to have the running server embed the
+query instead of loading the model itself. A file whose pid is gone is stale and ignored."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import typer
 
-from .. import config
+from .. import __version__, config
 from ..errors import HybridMemError
-from ..memory import Memory, display_target
 from .common import CliContext, cli_context, err, fail, stored_embedder
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+__all__ = ["ServerInfo", "discovery_path", "register", "running_server"]
+
+DISCOVERY_SUFFIX = ".serve.json"
 
 
-def _run(cli: CliContext, cfg: Any, emb: Any, run_server: Callable[[Any, Memory], None]) -> None:
+def discovery_path(db: str) -> Path | None:
+    """Where a server of the store ``db`` announces itself; None for a database URL (no file)."""
+    if "://" in db:
+        return None
+    store = Path(db).expanduser().resolve()
+    return store.with_name(store.name + DISCOVERY_SUFFIX)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A running ``hybridmem serve``, as its discovery file describes it."""
+
+    pid: int
+    host: str
+    port: int
+    api_key_required: bool
+    max_top_k: int
+    #: the embedder's recorded name and the spec it was made from
+    embedder: str | None = None
+    spec: str | None = None
+
+    @property
+    def address(self) -> str:
+        """host:port to connect to (a wildcard bind is reached on loopback)."""
+        host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(self.host, self.host)
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+
+def _alive(pid: int) -> bool:
+    if os.name == "nt":  # os.kill(pid, 0) would end the process there: let the HTTP request tell
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def running_server(db: str) -> ServerInfo | None:
+    """The server announced for the store ``db``, if its process still runs (else None)."""
+    path = discovery_path(db)
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        info = ServerInfo(
+            pid=int(data["pid"]),
+            host=str(data["host"]),
+            port=int(data["port"]),
+            api_key_required=bool(data["api_key_required"]),
+            max_top_k=int(data.get("max_top_k", 100)),
+            embedder=data.get("embedder"),
+            spec=data.get("spec"),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none, unreadable, or half-written
+    return info if _alive(info.pid) else None
+
+
+def _announce(db: str, cfg: Any, embedder: str | None, spec: str | None) -> Path | None:
+    """Write the discovery file (atomically); returns its path (None for a database URL)."""
+    path = discovery_path(db)
+    if path is None or not cfg.port:  # port 0: the OS picks one we do not know here
+        return None
+    data = {
+        "pid": os.getpid(),
+        "host": cfg.host,
+        "port": cfg.port,
+        "api_key_required": bool(cfg.api_keys),
+        "max_top_k": cfg.max_top_k,
+        "embedder": embedder,
+        "spec": spec,
+        "version": __version__,
+        "started_at": time.time(),
+    }
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only directory: serve anyway, searches just won't find us
+        err.print(f"note: cannot write {path} ({e.strerror}); searches will not use this server", markup=False)
+        return None
+    return path
+
+
+def _withdraw(path: Path | None) -> None:
+    """Remove the discovery file if it is still ours (another server may have replaced it)."""
+    if path is None:
+        return
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it: exit through the `finally`s
+    # (which remove the discovery file) instead of dying on the default handler
+    raise SystemExit(0)
+
+
+def _run(cli: CliContext, cfg: Any, emb: Any, spec: str, run_server: Callable[[Any, Memory], None]) -> None:
     """Warm the embedder and every namespace's indexes, then serve until stopped."""
+    from ..memory import Memory, display_target
+
     emb.warm_up()
     with Memory(cli.db, embedder=emb, namespace=cli.namespace, auto_embed=True) as mem:
         # load every namespace's BM25 postings and vectors before taking traffic (and start any
@@ -28,18 +153,36 @@ def _run(cli: CliContext, cfg: Any, emb: Any, run_server: Callable[[Any, Memory]
             mem.wait_for_indexes(namespace=ns, timeout=0)
         if names:
             err.print(
-                f"indexes of {len(names)} namespace(s) loaded in {time.perf_counter() - t0:.1f} s",
+                f"indexes of {len(names)} namespace{'' if len(names) == 1 else 's'} loaded in "
+                f"{time.perf_counter() - t0:.1f} s",
                 highlight=False,
                 markup=False,
             )
+        keys = len(cfg.api_keys)
         err.print(
-            f"hybridmem serving {display_target(cli.db)} on http://{cfg.host}:{cfg.port} ({len(cfg.api_keys)} API "
-            "key(s); OpenAPI at /docs)",
+            f"hybridmem serving {display_target(cli.db)} on http://{cfg.host}:{cfg.port} ({keys or 'no'} API "
+            f"key{'' if keys == 1 else 's'}; OpenAPI at /docs)",
             highlight=False,
             markup=False,
             soft_wrap=True,
         )
-        run_server(cfg, mem)
+        announced = _announce(cli.db, cfg, getattr(emb, "name", None), spec)
+        if announced is not None:
+            err.print(
+                f"announced in {announced}: `hybridmem search` of this store has this server embed its queries",
+                highlight=False,
+                markup=False,
+            )
+        try:
+            previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        except ValueError:  # not the main thread (an embedding application): leave signals alone
+            previous = None
+        try:
+            run_server(cfg, mem)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            _withdraw(announced)
 
 
 def serve(
@@ -84,9 +227,10 @@ def serve(
                 highlight=False,
                 markup=False,
             )
-        emb = CoalescingEmbedder(spec or config.DEFAULT_EMBEDDER)
+        spec = spec or config.DEFAULT_EMBEDDER
+        emb = CoalescingEmbedder(spec)
         try:
-            _run(cli, cfg, emb, run_server)
+            _run(cli, cfg, emb, spec, run_server)
         finally:
             emb.close()
     except ModuleNotFoundError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -117,7 +118,37 @@ class EmbeddingWorker:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self.error: str | None = None
+        self.error: str | None = None  # the current failure (None once a batch went through again)
+        self.last_error: str | None = None
+        self.error_at: float | None = None
+        #: (monotonic time, vectors stored, seconds the batch took) of the recent batches
+        self._batches: deque[tuple[float, int, float]] = deque(maxlen=4096)
+        self.stored_total = 0
+        self.busy_since: float | None = None  # a batch is being embedded since then
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def status(self, window: float = 60.0) -> dict[str, object]:
+        """Progress for ``stats`` and ``/healthz``: vectors stored over the last ``window`` seconds
+        and their rate, the queue, whether a batch is running (and for how long), the last error."""
+        now = time.monotonic()
+        recent = [b for b in list(self._batches) if now - b[0] <= window]
+        last = self._batches[-1] if self._batches else None
+        return {
+            "running": self.running,
+            "pending": self._pending_count(),
+            "vectors_last_minute": sum(b[1] for b in recent),
+            "vectors_per_s": round(sum(b[1] for b in recent) / window, 3),
+            "stored_total": self.stored_total,
+            "last_batch_s_ago": None if last is None else round(now - last[0], 1),
+            "last_batch_took_s": None if last is None else round(last[2], 2),
+            "batch_running_s": None if self.busy_since is None else round(now - self.busy_since, 1),
+            "error": self.error,
+            "last_error": self.last_error,
+            "last_error_s_ago": None if self.error_at is None else round(now - self.error_at, 1),
+        }
 
     def embed_pending(
         self,
@@ -137,10 +168,18 @@ class EmbeddingWorker:
             rows = self._pending(batch_size if limit is None else min(batch_size, limit - done))
             if not rows:
                 break
-            vecs = emb.embed_documents([r[2] for r in rows])
-            if vecs.shape != (len(rows), emb.dim):
-                raise EmbedderError(f"embedder returned {vecs.shape}, expected ({len(rows)}, {emb.dim})")
-            self._store_vectors([(r[0], r[3], v) for r, v in zip(rows, vecs)])
+            t0 = time.monotonic()
+            self.busy_since = t0
+            try:
+                vecs = emb.embed_documents([r[2] for r in rows])
+                if vecs.shape != (len(rows), emb.dim):
+                    raise EmbedderError(f"embedder returned {vecs.shape}, expected ({len(rows)}, {emb.dim})")
+                self._store_vectors([(r[0], r[3], v) for r, v in zip(rows, vecs)])
+            finally:
+                self.busy_since = None
+            now = time.monotonic()
+            self._batches.append((now, len(rows), now - t0))
+            self.stored_total += len(rows)
             done += len(rows)
             if progress:
                 progress(len(rows))
@@ -185,7 +224,8 @@ class EmbeddingWorker:
                 self.error = None
                 backoff = 1.0
             except Exception as e:  # keep the queue; retry later
-                self.error = f"{type(e).__name__}: {e}"
+                self.error = self.last_error = f"{type(e).__name__}: {e}"
+                self.error_at = time.monotonic()
                 log.warning("embedding worker: %s (retry in %.0fs)", self.error, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 60.0)

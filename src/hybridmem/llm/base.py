@@ -3,7 +3,6 @@ attempt, usage accounting); spec strings are mapped to providers by :mod:`hybrid
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -266,6 +265,8 @@ class BaseChatModel:
     async def acomplete(
         self, messages: Sequence[Message], *, schema: type[BaseModel] | None = None, purpose: str | None = None
     ) -> Completion:
+        import asyncio  # noqa: PLC0415 - only the async path needs it
+
         return await asyncio.to_thread(self.complete, messages, schema=schema, purpose=purpose)
 
     def _call(self, msgs: list[Message], schema: type[BaseModel] | None, purpose: str | None, usage: Usage) -> str:

@@ -41,6 +41,7 @@ from ..models import (
     Question,
     RequestModel,
     Stats,
+    WorkerStatus,
 )
 from . import common
 from .auth import KeyRing, Principal, check_bind
@@ -152,6 +153,8 @@ class Health(BaseModel):
     version: str
     auth: bool
     embedding_worker_error: str | None = None
+    #: the embedding worker's progress: vectors/s over the last minute, queue, batch running, errors
+    embedding_worker: WorkerStatus | None = None
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -396,8 +399,25 @@ def _lifespan(d: _Deps, factory: Callable[[], Any] | None) -> Callable[[FastAPI]
     return lifespan
 
 
+#: where the Swagger UI and ReDoc assets are served from (``/docs`` and ``/redoc`` load them there)
+DOCS_ASSETS = "/docs/assets"
+
+
+def _app_with_offline_docs(**kwargs: Any) -> FastAPI:
+    """A FastAPI app whose ``/docs`` (Swagger UI) and ``/redoc`` pages load their JavaScript, CSS
+    and icon from this server, under :data:`DOCS_ASSETS` (the files ship in the ``fastapi-offline``
+    package), never from a CDN: the docs work on a machine with no network. Without that package
+    (an older install of the server extra), FastAPI's own pages, which load the assets from a CDN."""
+    try:
+        from fastapi_offline import FastAPIOffline
+    except ImportError:  # pragma: no cover - the server extra installs it
+        log.warning("fastapi-offline is not installed: /docs and /redoc load their assets from a CDN")
+        return FastAPI(**kwargs)
+    return FastAPIOffline(static_url=DOCS_ASSETS, **kwargs)
+
+
 def _new_app(d: _Deps, lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]]) -> FastAPI:
-    app = FastAPI(
+    app = _app_with_offline_docs(
         title="hybridmem",
         version=__version__,
         description=(
@@ -561,6 +581,13 @@ def _graph_routes(app: FastAPI, d: _Deps) -> None:
         return _json(await d.runner(d.memory().graph.ask_global, body.question, level=body.level, namespace=ns))
 
 
+def _worker_status(mem: Any) -> WorkerStatus | None:
+    try:
+        return mem.worker_status() if mem is not None else None
+    except Exception:  # liveness must answer even when the store does not
+        return None
+
+
 def _introspection_routes(app: FastAPI, d: _Deps) -> None:
     @app.get("/v1/stats", response_model=Stats, tags=["introspection"], responses=_errors(401, 403, 422, 504))
     async def stats(p: Caller, namespace: NamespaceQuery = None) -> Stats:
@@ -579,6 +606,7 @@ def _introspection_routes(app: FastAPI, d: _Deps) -> None:
             version=__version__,
             auth=d.keys.enabled,
             embedding_worker_error=getattr(d.holder["memory"], "worker_error", None),
+            embedding_worker=_worker_status(d.holder["memory"]),
         )
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["introspection"])

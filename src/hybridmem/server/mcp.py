@@ -19,7 +19,7 @@ from . import common
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-__all__ = ["INSTRUCTIONS", "check_transport", "create_server", "run_mcp"]
+__all__ = ["ALIASES", "INSTRUCTIONS", "check_transport", "create_server", "run_mcp", "tool_arguments"]
 
 INSTRUCTIONS = (
     "Long-term memory. `remember` stores a fact, note or document (give a stable id to update it "
@@ -31,6 +31,68 @@ INSTRUCTIONS = (
 
 Namespace = Annotated[_Namespace, Field(None, description="Namespace (default: the server's).")]
 
+#: argument names an agent tends to try first -> the tool's own. Accepted (renamed) when the tool's
+#: own name is absent; the published schemas keep only the tool's own names.
+ALIASES: dict[str, dict[str, str]] = {
+    "recall": {
+        "query": "search_text",
+        "q": "search_text",
+        "text": "search_text",
+        "k": "top_k",
+        "limit": "top_k",
+        "filter": "metadata_filter",
+        "filters": "metadata_filter",
+    },
+    "remember": {"content": "text", "memory": "text", "doc_id": "id", "meta": "metadata"},
+    "forget": {"id": "ids", "doc_ids": "ids"},
+    "ask": {"query": "question", "q": "question", "k": "top_k", "filter": "metadata_filter"},
+    "graph_global": {"query": "question", "q": "question"},
+}
+#: each tool's required argument, and what it holds (named in the error when it is missing)
+_REQUIRED = {
+    "recall": ("search_text", "the text to look for"),
+    "remember": ("text", "what to remember"),
+    "forget": ("ids", "a list of document or chunk ids"),
+    "ask": ("question", "the question"),
+    "graph_global": ("question", "the corpus-wide question"),
+}
+
+
+def tool_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with :data:`ALIASES` renamed to ``tool``'s own names (``forget``'s single id
+    becomes a list). A missing required argument is a ToolError that names it and its aliases
+    (instead of pydantic's "Field required")."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    args = dict(arguments)
+    for alias, name in ALIASES.get(tool, {}).items():
+        if alias in args and name not in args:
+            args[name] = args.pop(alias)
+    if tool == "forget" and isinstance(args.get("ids"), str):
+        args["ids"] = [args["ids"]]
+    required = _REQUIRED.get(tool)
+    if required is not None and required[0] not in args:
+        name, what = required
+        aliases = [a for a, n in ALIASES.get(tool, {}).items() if n == name]
+        got = ", ".join(sorted(arguments)) or "none"
+        raise ToolError(
+            f"{tool} needs the argument `{name}` ({what})"
+            + (f"; `{'`, `'.join(aliases)}` also accepted" if aliases else "")
+            + f"; arguments given: {got}"
+        )
+    return args
+
+
+def _server_class() -> Any:
+    """``MCPServer`` whose tool calls accept :data:`ALIASES` (:func:`tool_arguments`)."""
+    from mcp.server.mcpserver import MCPServer
+
+    class AliasingServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            return await super().call_tool(name, tool_arguments(name, arguments), context)
+
+    return AliasingServer
+
 
 def create_server(
     memory: Any,
@@ -41,10 +103,8 @@ def create_server(
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
 ) -> Any:
     """An ``MCPServer`` over ``memory``; ``namespace``: the default one (else the memory's)."""
-    from mcp.server.mcpserver import MCPServer
-
     default_ns = namespace or memory.namespace
-    server = MCPServer(name, instructions=INSTRUCTIONS, log_level=log_level)
+    server = _server_class()(name, instructions=INSTRUCTIONS, log_level=log_level)
     _memory_tools(server, memory, default_ns, max_top_k)
     _answer_tools(server, memory, default_ns, max_top_k)
     _stats_resources(server, memory, default_ns)

@@ -865,6 +865,16 @@ class PostgresStore:
                 (limit,),
             ).fetchall()
 
+    def pending_among(self, rowids: Sequence[int]) -> set[int]:
+        """The chunks among ``rowids`` that still wait for their vector."""
+        if not rowids:
+            return set()
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in rowids],)
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
     def pending_count(self, namespace: str | None = None) -> int:
         with self._conn() as conn:
             if namespace is None:

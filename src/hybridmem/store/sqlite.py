@@ -502,6 +502,16 @@ class SQLiteStore:
             (limit,),
         ).fetchall()
 
+    def pending_among(self, rowids: Sequence[int]) -> set[int]:
+        """The chunks among ``rowids`` that still wait for their vector."""
+        out: set[int] = set()
+        ids = list(rowids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            q = f"SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid IN ({','.join('?' * len(part))})"
+            out.update(r[0] for r in self.reader.execute(q, part))
+        return out
+
     def pending_count(self, namespace: str | None = None) -> int:
         if namespace is None:
             return int(self.reader.execute("SELECT count(*) FROM embed_queue").fetchone()[0])
