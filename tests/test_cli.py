@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-CONTRACT = Path(__file__).resolve().parents[1].parent / "shared" / "contract"
+from conftest import shared_path
 
 
 def run(db: Path, *args: str, stdin: str | None = None, embedder: str | None = "hash") -> subprocess.CompletedProcess:
@@ -54,7 +54,7 @@ def test_search_table_and_json_contract(store: Path) -> None:
 
 
 def test_request_file_of_the_contract(store: Path, tmp_path: Path) -> None:
-    req = json.loads((CONTRACT / "query_request.example.json").read_text())
+    req = json.loads(shared_path("contract", "query_request.example.json").read_text())
     req["metadata_filter"] = {"environment": "production"}
     f = tmp_path / "q.json"
     f.write_text(json.dumps(req))
@@ -312,3 +312,10 @@ def test_search_with_another_embedder_than_the_server_searches_here(store: Path)
     r = run_piped(store, "--embedder", "hash:64", "search", "pool")
     assert "it embeds with hash:256, not hash:64" in r.stderr
     assert r.returncode == 5 and "reembed" in r.stderr  # the local answer: the store was built with hash:256
+
+
+def test_the_shipped_example_request_is_the_contracts() -> None:
+    shipped = Path(__file__).resolve().parents[1] / "examples" / "query_request.json"
+    assert json.loads(shipped.read_text()) == json.loads(
+        shared_path("contract", "query_request.example.json").read_text()
+    )

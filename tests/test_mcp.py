@@ -261,3 +261,112 @@ def test_tool_arguments_renames_aliases_only_when_the_name_is_absent() -> None:
     assert tool_arguments("forget", {"ids": "a"}) == {"ids": ["a"]}
     assert tool_arguments("unknown-tool", {"query": "x"}) == {"query": "x"}
     assert all(target != alias for table in ALIASES.values() for alias, target in table.items())
+
+
+# ---------------------------------------------------------------------------------------------- MCP over HTTP with keys
+
+MCP_KEY_A = "sk-mcp-team-a-01"  # team-a only
+MCP_KEY_ADMIN = "sk-mcp-admin-001"  # every namespace
+
+
+def _mcp_http(tmp_path: Path, env: dict[str, str], *extra: str) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http", "--port", str(port), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("HYBRIDMEM_")}, **env},
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return proc, url
+        except httpx.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+
+
+async def _keyed_session(url: str, key: str, check: Any) -> None:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as client:
+        async with streamable_http_client(url, http_client=client) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            await check(s)
+
+
+async def _as_team_a(s: ClientSession) -> None:
+    r = _data(await s.call_tool("remember", {"text": "Team A rotates keys on Mondays.", "id": "a-fact"}))
+    assert r["namespace"] == "team-a" and r["added"] == ["a-fact"]  # the key's namespace by default
+    hits = _data(await s.call_tool("recall", {"search_text": "rotates keys", "mode": "bm25"}))
+    assert hits["namespace"] == "team-a" and [h["doc_id"] for h in hits["results"]] == ["a-fact"]
+    stats = json.loads((await s.read_resource("hybridmem://stats")).contents[0].text)
+    assert stats["namespace"] == "team-a" and stats["documents"] == 1
+    # another tenant's namespace: every tool and the resource refuse it
+    for tool, args in (
+        ("remember", {"text": "poison", "namespace": "team-b"}),
+        ("recall", {"search_text": "secret", "namespace": "team-b"}),
+        ("forget", {"ids": ["b-fact"], "namespace": "team-b"}),
+        ("ask", {"question": "What is the secret?", "namespace": "team-b"}),
+        ("graph_global", {"question": "What is there?", "namespace": "team-b"}),
+    ):
+        bad = await s.call_tool(tool, args)
+        assert bad.is_error and "may not use namespace 'team-b'" in bad.content[0].text, (tool, bad.content)
+    with pytest.raises(Exception, match="team-b"):
+        await s.read_resource("hybridmem://stats/team-b")
+
+
+async def _as_admin(s: ClientSession) -> None:
+    r = _data(await s.call_tool("remember", {"text": "Team B secret: 0xB0B.", "id": "b-fact", "namespace": "team-b"}))
+    assert r["namespace"] == "team-b"
+    other = json.loads((await s.read_resource("hybridmem://stats/team-b")).contents[0].text)
+    assert other["documents"] == 1
+
+
+def test_mcp_over_http_takes_api_keys_and_checks_namespaces(tmp_path: Path) -> None:
+    env = {"HYBRIDMEM_API_KEYS": f"{MCP_KEY_A}:team-a;{MCP_KEY_ADMIN}:*"}
+    proc, url = _mcp_http(tmp_path, env, "--log-format", "json")
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    try:
+        r = httpx.post(url, json=init, headers=accept)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"]["type"] == "unauthorized" and r.headers["x-request-id"]
+        r = httpx.post(url, json=init, headers={**accept, "X-API-Key": "sk-not-a-key-000"})
+        assert r.status_code == 401
+        # Host and Origin are checked before the key
+        r = httpx.post(url, json=init, headers={**accept, "Host": "evil.example", "X-API-Key": MCP_KEY_A})
+        assert r.status_code == 421 and r.json()["error"]["type"] == "misdirected_request"
+        r = httpx.post(url, json=init, headers={**accept, "Origin": "http://evil.example", "X-API-Key": MCP_KEY_A})
+        assert r.status_code == 403 and r.json()["error"]["type"] == "forbidden"
+        asyncio.run(asyncio.wait_for(_keyed_session(url, MCP_KEY_ADMIN, _as_admin), timeout=60))
+        asyncio.run(asyncio.wait_for(_keyed_session(url, MCP_KEY_A, _as_team_a), timeout=60))
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert "Traceback" not in err
+    lines = [json.loads(line) for line in err.splitlines() if line.strip()]  # json logs: every line
+    requests = [x for x in lines if x["logger"] == "hybridmem.server.access"]
+    assert {x["status"] for x in requests} >= {200, 401, 403, 421}
+    assert {x["tenant"] for x in requests} >= {"anonymous"} and len({x["tenant"] for x in requests}) == 3
+    assert all(MCP_KEY_A not in line and MCP_KEY_ADMIN not in line for line in err.splitlines())  # never a key
+    with Memory(tmp_path / "m.db", embedder="hash", auto_embed=False) as mem:
+        assert mem.stats("team-b").documents == 1 and mem.stats("team-a").documents == 1
+
+
+def test_mcp_http_refusal_says_how_to_configure_keys(tmp_path: Path) -> None:
+    r = subprocess.run(
+        [sys.executable, *_server(tmp_path / "m.db")[:-1], "mcp", "--transport", "http", "--host", "0.0.0.0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "without API keys" in r.stderr and "[api_keys]" in r.stderr
+    assert "HYBRIDMEM_API_KEYS" in r.stderr and not (tmp_path / "m.db").exists()

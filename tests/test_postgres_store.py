@@ -325,7 +325,7 @@ def test_cli_with_a_postgres_url(pg_url, tmp_path):
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(app, ["--db", pg_url, "search", "HEL-4040", "--json"])
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output)
+    out = json.loads(r.stdout)  # notes and warnings go to stderr
     assert out["total_retrieved"] == len(out["results"]) >= 1 and "HEL-4040" in out["results"][0]["text"]
 
 

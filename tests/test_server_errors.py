@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from hybridmem import errors as E
+from hybridmem.deadline import DeadlineExceeded
 from hybridmem.llm._http import HTTPStatusError
 from hybridmem.server.auth import AuthError, ForbiddenError
 from hybridmem.server.common import NotImplementedOnServer
@@ -37,6 +38,8 @@ CONTRACT: dict[type[E.HybridMemError], tuple[int, str, dict[str, str]]] = {
     ForbiddenError: (403, "forbidden", {}),
     RequestTimeoutError: (504, "timeout", {}),
     StoreBusyError: (503, "busy", {"retry-after": "1"}),
+    E.StoreUnavailableError: (503, "unavailable", {"retry-after": "1"}),
+    DeadlineExceeded: (504, "timeout", {}),
     ConfigError: (500, "config_error", {}),
     NotImplementedOnServer: (501, "not_implemented", {}),
     _SchemaError: (500, "store_error", {}),

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import shared_path
 from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
 from server_utils import LiveServer, assert_error
 
-CONTRACT = Path(__file__).resolve().parents[1].parent / "shared" / "contract"
 KEY_A = "key-team-a-0001"  # team-a (default) and shared
 KEY_ADMIN = "key-admin-0001"  # every namespace
 KEYS = {KEY_A: ("team-a", "shared"), KEY_ADMIN: ("*",)}
@@ -76,7 +76,7 @@ def a(srv: LiveServer) -> Iterator[httpx.Client]:
 
 
 def test_query_speaks_the_contract(a: httpx.Client) -> None:
-    req = json.loads((CONTRACT / "query_request.example.json").read_text())
+    req = json.loads(shared_path("contract", "query_request.example.json").read_text())
     r = a.post("/v1/query", json=req)
     assert r.status_code == 200, r.text
     body = r.json()

@@ -26,6 +26,11 @@ DEFAULT_CHUNK_OVERLAP = 150
 #: the one size limit of a document: its text as UTF-8 bytes, whether it comes from a file (checked on
 #: the file's size before reading it, and on the decoded text), a JSON record, the API or an upload
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
+#: metadata budget of one document (a 422 names the limit): its JSON size, a string value's size,
+#: its keys at any level. Every chunk of the document carries it, so it bounds what a write costs
+MAX_METADATA_BYTES = 16 * 1024
+MAX_METADATA_VALUE_CHARS = 4096
+MAX_METADATA_KEYS = 256
 #: the least confidence (1 - charset-normalizer's "chaos" ratio) a detected encoding must reach
 MIN_ENCODING_CONFIDENCE = 0.9
 

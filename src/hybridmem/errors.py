@@ -75,6 +75,15 @@ class StoreError(HybridMemError):
     error_type = "store_error"
 
 
+class StoreUnavailableError(StoreError):
+    """The database went away (a PostgreSQL restart, a dropped connection): retry shortly. A write
+    in flight may or may not have been committed; writes are idempotent by id, so retrying is safe."""
+
+    http_status = 503
+    error_type = "unavailable"
+    http_headers = (("Retry-After", "1"),)
+
+
 class EmbedderMismatchError(StoreError):
     """The store holds vectors of one embedder and another one was given."""
 

@@ -36,12 +36,22 @@ __all__ = [
     "LOGIC_OPS",
     "MAX_DEPTH",
     "MAX_KEY_LEN",
+    "MAX_CONDITIONS",
+    "MAX_IN_VALUES",
+    "MAX_FILTER_VALUES",
+    "MAX_VALUE_CHARS",
 ]
 
 COMPARE_OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 LOGIC_OPS = ("$and", "$or")
 MAX_DEPTH = 8
 MAX_KEY_LEN = 128
+#: the cost budget of one filter (a 422 names the limit): conditions (one per key and operator),
+#: values of one ``$in``/``$nin`` list, values in the whole filter, characters of a string value
+MAX_CONDITIONS = 256
+MAX_IN_VALUES = 1024
+MAX_FILTER_VALUES = 4096
+MAX_VALUE_CHARS = 4096
 _KEY = re.compile(r"^[^\x00-\x1f\"\\$][^\x00-\x1f\"\\]*$")
 
 Scalar = Union[str, int, float, bool, None]
@@ -77,6 +87,19 @@ def _check_scalar(v: Any, where: str) -> None:
     if not (v is None or isinstance(v, (str, int, float, bool))):
         raise FilterError(f"{where}: expected a string, number, boolean or null, got {type(v).__name__}")
     _check_int(v, where)
+    if isinstance(v, str):
+        _check_string(v, where)
+
+
+def _check_string(v: str, where: str) -> None:
+    if len(v) > MAX_VALUE_CHARS:
+        raise FilterError(
+            f"{where}: a string value of {len(v)} characters exceeds the {MAX_VALUE_CHARS}-character limit"
+        )
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FilterError(f"{where}: text with an unpaired surrogate is not valid Unicode") from None
 
 
 def _parse_key(key: str) -> str:
@@ -102,6 +125,8 @@ def _parse_field(key: str, spec: Any) -> Filter:
         if op in ("$in", "$nin"):
             if not isinstance(v, list) or not v:
                 raise FilterError(f"{key}.{op}: expected a non-empty list")
+            if len(v) > MAX_IN_VALUES:
+                raise FilterError(f"{key}.{op}: {len(v)} values exceed the limit of {MAX_IN_VALUES} per list")
             for x in v:
                 _check_scalar(x, f"{key}.{op}")
             v = tuple(v)
@@ -111,21 +136,45 @@ def _parse_field(key: str, spec: Any) -> Filter:
         elif op in ("$gt", "$gte", "$lt", "$lte"):
             if isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 raise FilterError(f"{key}.{op}: expected a number or a string (ISO date), got {v!r}")
-            _check_int(v, f"{key}.{op}")
+            _check_scalar(v, f"{key}.{op}")
         else:
             _check_scalar(v, f"{key}.{op}")
         conds.append(Cond(key, op, v))
     return conds[0] if len(conds) == 1 else And(tuple(conds))
 
 
-def parse_filter(spec: dict[str, Any] | None, _depth: int = 0) -> Filter | None:
-    """Validate and parse a filter object; None or {} means no filter."""
+def parse_filter(spec: dict[str, Any] | None) -> Filter | None:
+    """Validate and parse a filter object; None or {} means no filter. A filter over the budget
+    (:data:`MAX_CONDITIONS`, :data:`MAX_FILTER_VALUES`; per list and value in the parser) is refused
+    before any store sees it."""
+    flt = _parse(spec, 0)
+    conds, values = _size(flt)
+    if conds > MAX_CONDITIONS:
+        raise FilterError(f"a filter of {conds} conditions exceeds the limit of {MAX_CONDITIONS}")
+    if values > MAX_FILTER_VALUES:
+        raise FilterError(f"a filter of {values} values exceeds the limit of {MAX_FILTER_VALUES}")
+    return flt
+
+
+def _size(f: Filter | None) -> tuple[int, int]:
+    """(conditions, values) of a parsed filter."""
+    if f is None:
+        return 0, 0
+    if isinstance(f, Cond):
+        return 1, len(f.value) if isinstance(f.value, tuple) else 1
+    sizes = [_size(p) for p in f.parts]
+    return sum(c for c, _ in sizes), sum(v for _, v in sizes)
+
+
+def _parse(spec: dict[str, Any] | None, _depth: int) -> Filter | None:
     if spec is None:
         return None
     if not isinstance(spec, dict):
         raise FilterError(f"a filter must be a JSON object, got {type(spec).__name__}")
     if _depth > MAX_DEPTH:
         raise FilterError(f"filter nested deeper than {MAX_DEPTH} levels")
+    if len(spec) > MAX_CONDITIONS:
+        raise FilterError(f"a filter object of {len(spec)} keys exceeds the condition limit of {MAX_CONDITIONS}")
     parts: list[Filter] = []
     for key, val in spec.items():
         if isinstance(key, str) and key.startswith("$"):
@@ -136,9 +185,11 @@ def parse_filter(spec: dict[str, Any] | None, _depth: int = 0) -> Filter | None:
                 )
             if not isinstance(val, list) or not val:
                 raise FilterError(f"{key}: expected a non-empty list of filters")
-            subs = []
+            subs: list[Filter] = []
             for sub in val:
-                p = parse_filter(sub, _depth + 1)
+                if len(subs) >= MAX_CONDITIONS:
+                    raise FilterError(f"{key}: more than {MAX_CONDITIONS} branches exceed the condition limit")
+                p = _parse(sub, _depth + 1)
                 if p is None:
                     raise FilterError(f"{key}: empty filter in list")
                 subs.append(p)

@@ -44,8 +44,34 @@ def check_namespace(ns: str) -> str:
 
 
 def check_metadata(meta: Any, where: str, depth: int = 0) -> None:
+    """Valid, bounded metadata: a JSON object of strings, 64-bit integers, finite numbers, booleans,
+    nulls, lists and objects, within the budget of ``config.MAX_METADATA_*``."""
     if depth == 0 and not isinstance(meta, dict):
         raise ValidationError(f"metadata must be a JSON object, got {type(meta).__name__}", field=where)
+    _check_metadata_value(meta, where, depth)
+    if depth == 0:
+        keys = _count_keys(meta)
+        if keys > config.MAX_METADATA_KEYS:
+            raise ValidationError(
+                f"metadata of {keys} keys exceeds the limit of {config.MAX_METADATA_KEYS}", field=where
+            )
+        size = len(json.dumps(meta, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass"))
+        if size > config.MAX_METADATA_BYTES:
+            raise ValidationError(
+                f"metadata of {size} bytes (JSON) exceeds the {config.MAX_METADATA_BYTES}-byte limit per document",
+                field=where,
+            )
+
+
+def _count_keys(v: Any) -> int:
+    if isinstance(v, dict):
+        return len(v) + sum(_count_keys(x) for x in v.values())
+    if isinstance(v, list):
+        return sum(_count_keys(x) for x in v)
+    return 0
+
+
+def _check_metadata_value(meta: Any, where: str, depth: int) -> None:
     if depth > 16:
         raise ValidationError("metadata nested deeper than 16 levels", field=where)
     if isinstance(meta, dict):
@@ -64,13 +90,21 @@ def check_metadata(meta: Any, where: str, depth: int = 0) -> None:
                     "characters or leading '$'",
                     field=where,
                 )
-            check_metadata(v, where, depth + 1)
+            _check_metadata_value(v, where, depth + 1)
             check_text(k, where)
     elif isinstance(meta, list):
         for v in meta:
-            check_metadata(v, where, depth + 1)
+            _check_metadata_value(v, where, depth + 1)
     elif isinstance(meta, str):
         check_text(meta, where)
+        if len(meta) > config.MAX_METADATA_VALUE_CHARS:
+            raise ValidationError(
+                f"a metadata string of {len(meta)} characters exceeds the "
+                f"{config.MAX_METADATA_VALUE_CHARS}-character limit",
+                field=where,
+            )
+    elif isinstance(meta, int) and not isinstance(meta, bool) and not -(2**63) <= meta < 2**63:
+        raise ValidationError("metadata integers must fit in 64 bits (a filter could not compare them)", field=where)
     elif isinstance(meta, float) and not np.isfinite(meta):
         raise ValidationError("metadata numbers must be finite (no NaN or Infinity)", field=where)
     elif not (meta is None or isinstance(meta, (str, int, float, bool))):
@@ -109,9 +143,15 @@ class Preparer:
     def prepare(self, doc: Document | dict[str, Any]) -> PreparedDocument:
         """Validate one document and chunk, tokenize and hash it (raises ValidationError)."""
         if isinstance(doc, dict):
+            from pydantic import ValidationError as PydanticError  # noqa: PLC0415
+
             try:
                 doc = Document(**doc)
-            except Exception as e:
+            except PydanticError as e:
+                first = e.errors()[0]
+                field = ".".join(str(p) for p in first["loc"]) or "document"
+                raise ValidationError(first["msg"], field=field) from None
+            except TypeError as e:
                 raise ValidationError(f"invalid document: {e}", field="document") from None
         text = doc.text
         if not isinstance(text, str) or not text.strip():
@@ -121,13 +161,18 @@ class Preparer:
             raise ValidationError("text contains NUL characters (binary data?)", field="text")
         check_text(text, "text")
         check_metadata(doc.metadata, "metadata")
+        if doc.source is not None and (not isinstance(doc.source, str) or len(doc.source) > 4096):
+            raise ValidationError("source must be a string of at most 4096 characters", field="source")
+        if doc.source is not None:
+            check_text(doc.source, "source")
         meta_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False, allow_nan=False)
         doc_id = check_id(doc.id) if doc.id is not None else "mem-" + hashlib.sha1(text.encode()).hexdigest()[:12]
         content_hash = hashlib.sha256(
             json.dumps([text, meta_json, doc.source, self.chunk_size, self.chunk_overlap, TOKENIZER_VERSION]).encode()
         ).hexdigest()
         chunks = chunk_text(text, self.chunk_size, self.chunk_overlap)
-        lang = doc.metadata.get("lang") if doc.metadata.get("lang") in _LANGS else detect_language(text)
+        given = doc.metadata.get("lang")
+        lang = given if isinstance(given, str) and given in _LANGS else detect_language(text)
         return PreparedDocument(
             doc_id=doc_id,
             source=doc.source,

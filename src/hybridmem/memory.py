@@ -148,7 +148,7 @@ class Memory:
         )
         self.answers = AskPipeline(self.searcher.search, self.llms, reranker_choice)
         self._graph: GraphRAG | None = None
-        if auto_embed and self.store.pending_count() > 0:
+        if auto_embed and not getattr(self.store, "read_only", False) and self.store.pending_count() > 0:
             self.worker.start()
 
     def _adopt_embedder(self, check: bool) -> None:
@@ -217,9 +217,8 @@ class Memory:
         namespace: str | None = None,
     ) -> IngestReport:
         """Store one memory or document. Same id + same content = no-op; same id + new content = update."""
-        return self.add_documents(
-            [Document(text=text, id=id, metadata=metadata or {}, source=source)], namespace=namespace
-        )
+        doc = {"text": text, "id": id, "metadata": metadata or {}, "source": source}
+        return self.add_documents([doc], namespace=namespace)  # validated by the preparer: our errors
 
     def add_documents(
         self,

@@ -9,10 +9,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidatorFunctionWrapHandler,
     field_serializer,
     field_validator,
     model_validator,
 )
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from . import config
 
@@ -63,9 +66,19 @@ QueryId = Annotated[str, Field(max_length=256)]
 
 
 class RequestModel(BaseModel):
-    """Base of the request models: unknown fields are rejected, so a typo never silently does nothing."""
+    """Base of the request models: unknown fields are rejected, so a typo never silently does nothing.
+    Numbers and booleans are strict where declared (``strict=True``): ``top_k: true`` or
+    ``rerank: "yes"`` is a 422 naming the field, not 1 and True; an integer is still a float."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @staticmethod
+    def _field_error(loc: tuple[str, ...], message: str, value: Any) -> PydanticValidationError:
+        """A validation error located at ``loc`` (a model validator's own has no field)."""
+        err = PydanticCustomError("value_error", message)
+        return PydanticValidationError.from_exception_data(
+            "request", [InitErrorDetails(type=err, loc=loc, input=value)]
+        )
 
 
 class HybridParams(BaseModel):
@@ -87,15 +100,15 @@ class QueryRequest(RequestModel):
 
     query_id: QueryId = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}")
     search_text: str = Field(..., max_length=config.MAX_QUERY_CHARS)
-    top_k: TopK = config.DEFAULT_TOP_K
+    top_k: TopK = Field(config.DEFAULT_TOP_K, strict=True)
     # without the pydantic mypy plugin, mypy misses the positional Field defaults of HybridParams
     hybrid_params: HybridParams = Field(default_factory=HybridParams)  # type: ignore[arg-type]
     metadata_filter: MetadataFilter
     mode: Mode = "hybrid"
-    fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K)
+    fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K, strict=True)
     namespace: Namespace = None
     #: rerank the fused candidates of ``mode`` (``mode: "rerank"`` is hybrid + ``rerank: true``)
-    rerank: bool = False
+    rerank: bool = Field(False, strict=True)
     #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
     reranker: RerankerChoice | None = None
 
@@ -108,11 +121,25 @@ class QueryRequest(RequestModel):
             raise ValueError("search_text must not contain NUL characters")
         return v
 
+    @field_validator("hybrid_params", mode="wrap")
+    @classmethod
+    def _strict_weights(cls, v: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # the weights are numbers: true or "1" is an error naming the weight (an int is a float)
+        return HybridParams.model_validate(v, strict=True) if isinstance(v, dict) else handler(v)
+
     @model_validator(mode="after")
     def _weights(self) -> QueryRequest:
         hp = self.hybrid_params
         if self.mode in ("hybrid", "rerank") and hp.dense_weight == 0 and hp.sparse_weight == 0:
             raise ValueError("hybrid_params: dense_weight and sparse_weight cannot both be 0")
+        only = {"bm25": ("sparse_weight", "BM25"), "vector": ("dense_weight", "dense")}.get(self.mode)
+        if only is not None and getattr(hp, only[0]) == 0:
+            raise self._field_error(
+                ("hybrid_params", only[0]),
+                f"mode {self.mode} runs only the {only[1]} leg, and {only[0]} 0 gives it no weight: "
+                f"it would return nothing (leave {only[0]} out, or use another mode)",
+                0,
+            )
         if self.fetch_k is not None and self.fetch_k < self.top_k:
             raise ValueError(f"fetch_k ({self.fetch_k}) must be >= top_k ({self.top_k})")
         return self
@@ -132,12 +159,21 @@ class AnswerRequest(RequestModel):
     """A question to answer from the memory, with citations (``[chunk_id]``)."""
 
     question: Question
-    top_k: TopK = Field(5, description="Chunks retrieved as the context.")
+    top_k: TopK = Field(5, strict=True, description="Chunks retrieved as the context.")
     metadata_filter: MetadataFilter
-    rerank: bool = Field(True, description="Rerank the fused candidates before answering.")
+    rerank: bool = Field(True, strict=True, description="Rerank the fused candidates before answering.")
     reranker: RerankerChoice | None = None
     namespace: Namespace = None
     query_id: QueryId | None = None
+
+    @field_validator("question")
+    @classmethod
+    def _question(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question must not be empty")
+        if "\x00" in v:
+            raise ValueError("question must not contain NUL characters")
+        return v
 
 
 class QueryResult(BaseModel):

@@ -1,13 +1,15 @@
-"""Store maintenance: ``delete``, ``get``, ``stats``, ``embed``, ``reembed``, ``migrate``."""
+"""Store maintenance: ``delete``, ``get``, ``stats``, ``embed``, ``reembed``, ``migrate``, ``check``, ``backup``."""
 
 from __future__ import annotations
 
 import json
-from typing import Optional
+import sqlite3
+from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
-from ..errors import HybridMemError, NotFoundError
+from ..errors import HybridMemError, NotFoundError, StoreError
 from .common import cli_context, embed_with_progress, err, fail, out, progress
 from .render import plural, print_migrate
 
@@ -54,6 +56,12 @@ def stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> 
         out.print(t)
     except HybridMemError as e:
         raise fail(e) from None
+    except sqlite3.DatabaseError as e:  # damage the check at open did not reach (see `hybridmem check`)
+        raise fail(_unreadable(cli_context(ctx).db, e)) from None
+
+
+def _unreadable(db: str, e: Exception) -> StoreError:
+    return StoreError(f"reading the store {db} failed: {e}; run `hybridmem --db {db} check`, or restore a backup")
 
 
 def embed(ctx: typer.Context) -> None:
@@ -133,6 +141,122 @@ def migrate(
         raise typer.Exit(1)
 
 
+def _is_postgres(target: str) -> bool:
+    return target.lower().startswith(("postgresql://", "postgres://"))
+
+
+def _size(n: int) -> str:
+    """``812 bytes``, ``3.4 MiB``."""
+    if n < 1024:
+        return f"{n} bytes"
+    size, unit = n / 1024, "KiB"
+    for bigger in ("MiB", "GiB", "TiB"):
+        if size < 1024:
+            break
+        size, unit = size / 1024, bigger
+    return f"{size:.1f} {unit}"
+
+
+def _check_report(db: str, namespace: str, embedder: Optional[str]) -> dict[str, Any]:
+    """What ``check`` prints: the store's own full check (SQLite), or its consistency checks (PostgreSQL)."""
+    from ..memory import Memory, display_target, store_exists
+
+    if not store_exists(db):
+        raise NotFoundError(f"no memory store at {db} (pass --db)")
+    # an SQLite store opens read-only (a check changes nothing, not even a damaged file's header)
+    # and without the quick_check at open, which would refuse a damaged store before it is examined
+    options = {} if _is_postgres(db) else {"read_only": True, "verify": False}
+    try:
+        mem = Memory(
+            db,
+            embedder=embedder,
+            namespace=namespace,
+            auto_embed=False,
+            create=False,
+            check_embedder=False,
+            store_options=options,
+        )
+    except StoreError as e:  # refused before any check could run (not a store, unreadable header)
+        return {"path": display_target(db), "ok": False, "problems": [str(e)], "namespaces": {}}
+    except sqlite3.DatabaseError as e:
+        return {"path": display_target(db), "ok": False, "problems": [f"cannot be opened: {e}"], "namespaces": {}}
+    with mem:
+        full = getattr(mem.store, "check", None)
+        if full is not None:
+            report: dict[str, Any] = full()
+        else:
+            said = mem.store.integrity_check()
+            report = {
+                "ok": said == "ok",
+                "problems": [] if said == "ok" else said.split("; "),
+                "namespaces": {ns: mem.store.counts(ns) for ns in mem.store.namespaces()},
+            }
+    return {"path": display_target(db), **report}
+
+
+def check(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Check the whole store: SQLite's integrity check, foreign keys, the indexes against the chunks, counts."""
+    cli = cli_context(ctx)
+    try:
+        report = _check_report(cli.db, cli.namespace, cli.embedder)
+    except HybridMemError as e:
+        raise fail(e) from None
+    if as_json:
+        out.print_json(json.dumps(report, ensure_ascii=False))
+    else:
+        for name, counts in report["namespaces"].items():
+            out.print(
+                f"{name}: "
+                + ", ".join(f"{plural(n, k.replace('_', ' ').removesuffix('s'))}" for k, n in counts.items()),
+                highlight=False,
+                markup=False,
+            )
+        if report["ok"]:
+            out.print(f"ok: {report['path']} has no problem", highlight=False, markup=False)
+        for problem in report["problems"]:
+            err.print(f"problem: {problem}", highlight=False, markup=False)
+    if not report["ok"]:
+        raise typer.Exit(StoreError.exit_code)
+
+
+def backup(
+    ctx: typer.Context,
+    dest: Path = typer.Argument(..., help="The copy: a file (replaced atomically) or a directory to put it in."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Copy the store to DEST while it is in use: SQLite's online backup, checked, then renamed into place."""
+    cli = cli_context(ctx)
+    if _is_postgres(cli.db):
+        from ..memory import display_target
+
+        err.print(
+            "error: a PostgreSQL store is backed up by PostgreSQL: pg_dump --format=custom --schema=hybridmem "
+            f"--file={dest} '{display_target(cli.db)}' (the schema is hybridmem unless your server config sets "
+            "another; restore with pg_restore --dbname URL, into a database with the vector extension), or copy it "
+            f"into an SQLite file with `hybridmem migrate --from URL --to {dest}`",
+            highlight=False,
+            markup=False,
+        )
+        raise typer.Exit(2)
+    try:
+        with cli.open_memory(create=False, check_embedder=False) as mem:
+            run = getattr(mem.store, "backup", None)
+            if run is None:  # pragma: no cover - every file store has it
+                raise StoreError(f"{cli.db} cannot be backed up by hybridmem")
+            res = run(dest)
+    except HybridMemError as e:
+        raise fail(e) from None
+    if as_json:
+        out.print_json(json.dumps({**res, "seconds": round(res["seconds"], 3)}))
+        return
+    out.print(
+        f"backed up {cli.db} to {res['path']}: {_size(res['bytes'])} in {res['seconds']:.2f} s "
+        f"({plural(res['documents'], 'document')}, {plural(res['chunks'], 'chunk')}; quick_check ok)",
+        highlight=False,
+        markup=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
     app.command("delete")(delete)
     app.command("get")(get)
@@ -140,3 +264,5 @@ def register(app: typer.Typer) -> None:
     app.command("embed")(embed)
     app.command("reembed")(reembed)
     app.command("migrate")(migrate)
+    app.command("check")(check)
+    app.command("backup")(backup)

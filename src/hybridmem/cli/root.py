@@ -37,6 +37,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Copy namespaces, documents, chunks, embeddings and the graph between backends, then verify counts and "
         "identical top-10 results on sample queries.",
     ),
+    "check": (
+        "admin",
+        "Check the whole store: SQLite's integrity check, foreign keys, the indexes against the chunks, counts.",
+    ),
+    "backup": (
+        "admin",
+        "Copy the store to DEST while it is in use: SQLite's online backup, checked, then renamed into place.",
+    ),
     "demo": ("demo", "Build the Helio demo memory in a fresh store and show BM25 vs vectors vs hybrid."),
     "eval": ("eval_cmd", "Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."),
     "serve": (

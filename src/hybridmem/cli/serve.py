@@ -8,12 +8,13 @@ query instead of loading the model itself. A file whose pid is gone is stale and
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import typer
 
@@ -27,6 +28,31 @@ if TYPE_CHECKING:
 __all__ = ["ServerInfo", "discovery_path", "register", "running_server"]
 
 DISCOVERY_SUFFIX = ".serve.json"
+log = logging.getLogger(__name__)
+
+_LOG_LEVEL_HELP = "debug, info (default: one line per request), warning, error, critical."
+_LOG_FORMAT_HELP = "text (default: key=value lines) or json (one object per line), on stderr."
+_ALLOWED_HOST_HELP = (
+    "A Host name (or host:port) to answer to besides 127.0.0.1, localhost, [::1] and --host; repeatable "
+    "(also HYBRIDMEM_ALLOWED_HOSTS='a,b'). Other Hosts get 421 (DNS rebinding protection)."
+)
+
+
+def _url_host(host: str) -> str:
+    """A host as a URL spells it: ``::1`` -> ``[::1]``."""
+    from ..server.auth import bare_host
+
+    bare = bare_host(host)
+    return f"[{bare}]" if ":" in bare else bare
+
+
+def _note(cfg: Any, message: str) -> None:
+    """A line for the operator on stderr: a log record in the json format (every line of stderr is
+    then JSON), else plain text."""
+    if getattr(cfg, "log_format", "text") == "json":
+        log.info(message)
+    else:
+        err.print(message, highlight=False, markup=False, soft_wrap=True)
 
 
 def discovery_path(db: str) -> Path | None:
@@ -101,9 +127,11 @@ def _announce(db: str, cfg: Any, embedder: str | None, spec: str | None) -> Path
     path = discovery_path(db)
     if path is None or not cfg.port:  # port 0: the OS picks one we do not know here
         return None
+    from ..server.auth import bare_host
+
     data = {
         "pid": os.getpid(),
-        "host": cfg.host,
+        "host": bare_host(cfg.host),  # "[::1]" -> "::1": ServerInfo.address adds the brackets
         "port": cfg.port,
         "api_key_required": bool(cfg.api_keys),
         "max_top_k": cfg.max_top_k,
@@ -152,27 +180,20 @@ def _run(cli: CliContext, cfg: Any, emb: Any, spec: str, run_server: Callable[[A
         for ns in names:
             mem.wait_for_indexes(namespace=ns, timeout=0)
         if names:
-            err.print(
+            _note(
+                cfg,
                 f"indexes of {len(names)} namespace{'' if len(names) == 1 else 's'} loaded in "
                 f"{time.perf_counter() - t0:.1f} s",
-                highlight=False,
-                markup=False,
             )
         keys = len(cfg.api_keys)
-        err.print(
-            f"hybridmem serving {display_target(cli.db)} on http://{cfg.host}:{cfg.port} ({keys or 'no'} API "
-            f"key{'' if keys == 1 else 's'}; OpenAPI at /docs)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+        _note(
+            cfg,
+            f"hybridmem serving {display_target(cli.db)} on http://{_url_host(cfg.host)}:{cfg.port} "
+            f"({keys or 'no'} API key{'' if keys == 1 else 's'}; OpenAPI at /docs)",
         )
         announced = _announce(cli.db, cfg, getattr(emb, "name", None), spec)
         if announced is not None:
-            err.print(
-                f"announced in {announced}: `hybridmem search` of this store has this server embed its queries",
-                highlight=False,
-                markup=False,
-            )
+            _note(cfg, f"announced in {announced}: `hybridmem search` of this store has this server embed its queries")
         try:
             previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         except ValueError:  # not the main thread (an embedding application): leave signals alone
@@ -197,17 +218,30 @@ def serve(
     config_file: Optional[Path] = typer.Option(
         None, "--config", envvar="HYBRIDMEM_SERVER_CONFIG", help="TOML or JSON server settings (API keys, limits)."
     ),
+    allowed_host: Optional[List[str]] = typer.Option(None, "--allowed-host", help=_ALLOWED_HOST_HELP),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help=_LOG_LEVEL_HELP),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help=_LOG_FORMAT_HELP),
 ) -> None:
     """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/documents, /metrics, /docs."""
     cli = cli_context(ctx)
     try:
         from ..server.auth import check_bind
+        from ..server.common import configure_logging
         from ..server.config import load_config
         from ..server.http import run_server
 
         ns = cli.namespace if cli.namespace != config.DEFAULT_NAMESPACE else None  # the global --namespace
-        cfg = load_config(config_file, host=host, port=port, default_namespace=ns)
+        cfg = load_config(
+            config_file,
+            host=host,
+            port=port,
+            default_namespace=ns,
+            allowed_hosts=allowed_host or None,
+            log_level=log_level,
+            log_format=log_format,
+        )
         check_bind(cfg.host, cfg.api_keys)  # before opening anything: fail fast and clearly
+        configure_logging(cfg.log_level, cfg.log_format)
         if db is not None:
             cli.db = db
         elif cfg.db and cli.db == str(config.DEFAULT_DB):
@@ -222,11 +256,7 @@ def serve(
         # Before the embedder is made: the e5 model writes OMP_NUM_THREADS into the environment.
         blas_threads = limit_process_blas(1)
         if blas_threads is not None:
-            err.print(
-                f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)",
-                highlight=False,
-                markup=False,
-            )
+            _note(cfg, f"numpy BLAS: {blas_threads} thread per call (set OPENBLAS_NUM_THREADS to choose)")
         spec = spec or config.DEFAULT_EMBEDDER
         emb = CoalescingEmbedder(spec)
         try:
@@ -243,16 +273,39 @@ def serve(
 def mcp_cmd(
     ctx: typer.Context,
     transport: str = typer.Option("stdio", "--transport", help="stdio (default) or http (streamable HTTP)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="http transport: address (loopback only)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="http transport: address (loopback only without API keys)."),
     port: int = typer.Option(8765, "--port", help="http transport: port."),
+    config_file: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        envvar="HYBRIDMEM_SERVER_CONFIG",
+        help="http transport: TOML or JSON server settings (API keys, as for serve).",
+    ),
+    allowed_host: Optional[List[str]] = typer.Option(None, "--allowed-host", help=_ALLOWED_HOST_HELP),
+    log_level: Optional[str] = typer.Option(None, "--log-level", help=_LOG_LEVEL_HELP),
+    log_format: Optional[str] = typer.Option(None, "--log-format", help=_LOG_FORMAT_HELP),
 ) -> None:
     """Serve the memory to an agent over MCP: tools remember, recall, forget, ask; resource hybridmem://stats."""
     try:
+        from ..server.common import configure_logging
+        from ..server.config import load_config
         from ..server.mcp import check_transport, run_mcp
 
-        check_transport(transport, host)  # before opening anything
-        with cli_context(ctx).open_memory(create=True, auto_embed=True) as mem:
-            run_mcp(mem, transport=transport, host=host, port=port)
+        # the API keys (HYBRIDMEM_API_KEYS, --config) -> namespaces, as `hybridmem serve` takes them
+        cfg = load_config(config_file, allowed_hosts=allowed_host or None, log_level=log_level, log_format=log_format)
+        check_transport(transport, host, cfg.api_keys)  # before opening anything
+        configure_logging(cfg.log_level, cfg.log_format)
+        cli = cli_context(ctx)
+        with cli.open_memory(create=True, auto_embed=True) as mem:
+            run_mcp(
+                mem,
+                transport=transport,
+                host=host,
+                port=port,
+                api_keys=cfg.api_keys,
+                allowed_hosts=cfg.allowed_hosts,
+                log_level=cfg.log_level,
+            )
     except ModuleNotFoundError as e:
         err.print(
             f"[bold red]error:[/] the MCP server needs its extra: pip install 'hybridmem[server]' (missing {e.name})"

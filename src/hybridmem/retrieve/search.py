@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import HybridMemError, ValidationError
+from .. import deadline
+from ..errors import HybridMemError, StoreUnavailableError, ValidationError
 from ..filters import Filter, filter_keys, parse_filter
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
@@ -38,6 +39,8 @@ class Searcher:
     #: how the dense leg is fused while vectors are pending: impute | impute-rank | rank | weight |
     #: drop | none (_dense_scale; bench/partial_coverage.py measures each)
     partial_dense: str = "impute"
+    #: retries of a query whose database connection was lost (a PostgreSQL restart)
+    read_retries: int = 4
     #: the policy ``drop``'s threshold (share of the namespace's chunks that have a vector)
     min_dense_coverage: float = 0.5
 
@@ -109,7 +112,24 @@ class Searcher:
         self, req: QueryRequest, namespace: str, *, fetch_k: int | None = None, keep: int | None = None
     ) -> QueryResponse:
         """``fetch_k``: depth of each leg (default ``req.effective_fetch_k()``); ``keep``: fused
-        results returned (default ``req.top_k``; a reranker asks for its whole candidate list)."""
+        results returned (default ``req.top_k``; a reranker asks for its whole candidate list).
+        Work stopped at the caller's deadline (:mod:`hybridmem.deadline`) raises DeadlineExceeded."""
+        for attempt in range(self.read_retries + 1):
+            try:
+                return self._search(req, namespace, fetch_k, keep)
+            except StoreUnavailableError:
+                # a read is idempotent: after a database restart each pooled connection fails once
+                if attempt == self.read_retries or deadline.expired():
+                    raise
+            except deadline.DeadlineExceeded:
+                raise
+            except Exception as e:
+                if deadline.expired():  # e.g. SQLite's "interrupted": the deadline stopped it
+                    raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from e
+                raise
+        raise AssertionError("unreachable")
+
+    def _search(self, req: QueryRequest, namespace: str, fetch_k: int | None, keep: int | None) -> QueryResponse:
         t0 = time.perf_counter()
         warnings = self._namespace_warning(namespace)
         flt = self.validate_filter(namespace, req.metadata_filter, warnings)
@@ -189,15 +209,15 @@ class Searcher:
             return out, (time.perf_counter() - s) * 1000
 
         futures: dict[str, Future[tuple[list[LegHit], float]]] = {
-            name: self.executor.submit(timed, fn) for name, fn in legs.items()
+            name: self.executor.submit(deadline.bind(timed), fn) for name, fn in legs.items()
         }
         hits: dict[str, list[LegHit]] = {}
         reports: dict[str, LegReport] = {}
         errors: list[BaseException] = []
-        deadline = time.perf_counter() + self.leg_timeout
+        legs_end = time.perf_counter() + self.leg_timeout
         for name, fut in futures.items():
             try:
-                out, ms = fut.result(timeout=max(0.0, deadline - time.perf_counter()))
+                out, ms = fut.result(timeout=max(0.0, legs_end - time.perf_counter()))
                 hits[name] = out
                 reports[name] = LegReport(status="ok", took_ms=round(ms, 3), returned=len(out))
             except FutureTimeout:
@@ -205,6 +225,8 @@ class Searcher:
             except Exception as e:  # one failing leg must not sink the other
                 errors.append(e)
                 reports[name] = LegReport(status="error", error=f"{type(e).__name__}: {e}")
+        if errors and deadline.expired():  # the legs were stopped at the deadline: say so, not why
+            raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from errors[0]
         if not hits and errors:
             err = errors[0]
             raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))

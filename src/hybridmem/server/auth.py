@@ -3,6 +3,12 @@
 A key is sent as ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``. Keys are kept only as
 SHA-256 digests and compared in constant time. With no key configured the server is open, so it
 may bind to loopback only (:func:`check_bind`).
+
+Loopback is not a boundary by itself: a web page the user visits can reach 127.0.0.1 through DNS
+rebinding (its own name resolved to 127.0.0.1: the browser sends ``Host: evil.example``) or post
+a form to it (CSRF: the browser sends ``Origin`` and ``Sec-Fetch-Site``). :class:`HostPolicy`
+decides which ``Host`` values are served (421 otherwise) and which state-changing requests come
+from another site (403).
 """
 
 from __future__ import annotations
@@ -10,13 +16,34 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import HybridMemError
 from .config import ALL_NAMESPACES, ConfigError
 
-__all__ = ["AuthError", "ForbiddenError", "KeyRing", "Principal", "check_bind", "is_loopback"]
+__all__ = [
+    "LOOPBACK_NAMES",
+    "STATE_CHANGING",
+    "AuthError",
+    "ForbiddenError",
+    "HostPolicy",
+    "KeyRing",
+    "Principal",
+    "api_key",
+    "bare_host",
+    "check_bind",
+    "is_loopback",
+]
+
+#: the Host names a loopback server always answers to (with any port)
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+#: bind addresses that listen on every interface: the server cannot know the names it is reached by
+WILDCARD_BINDS = ("", "0.0.0.0", "::")
+#: the methods a cross-site request may not use (a cross-site GET cannot read the answer: CORS)
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class AuthError(HybridMemError):
@@ -96,6 +123,125 @@ class KeyRing:
             raise AuthError("invalid API key")
         default = self.default_namespace if ALL_NAMESPACES in match else match[0]
         return Principal(d.hex()[:12], match, default)
+
+
+def api_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request sends (``X-API-Key``, else ``Authorization: Bearer``); ``headers`` has
+    lower-case names."""
+    key = headers.get("x-api-key")
+    if key:
+        return key
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def bare_host(host: str) -> str:
+    """An address as a socket takes it: ``[::1]`` -> ``::1``."""
+    h = host.strip()
+    return h[1:-1] if h.startswith("[") and h.endswith("]") else h
+
+
+def _host_port(value: str) -> tuple[str, str | None] | None:
+    """``Host`` header (or allow-list entry) -> (host, port): lower case, no trailing dot, IPv6 in
+    brackets (``::1`` -> ``[::1]``); None when malformed."""
+    v = value.strip().lower()
+    if v.startswith("["):
+        end = v.find("]")
+        host, rest = v[: end + 1], v[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:] or None
+    elif v.count(":") > 1:  # a bare IPv6 address (an allow-list entry, not a Host header)
+        host, port = f"[{v}]", None
+    else:
+        host, _, p = v.partition(":")
+        port = p or None
+    host = host.rstrip(".")
+    if not host or (port is not None and not port.isdigit()):
+        return None
+    return host, port
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Which ``Host`` a server answers to, and which ``Origin`` may change its state.
+
+    Host: the loopback names, the bound address and ``extra`` (each with or without a port:
+    without, any port); a wildcard bind (0.0.0.0, ::) with no ``extra``, or ``*`` in it: any Host.
+    Origin of a state-changing request: this server itself (the request's Host: same origin) or a
+    name of ``extra`` (named on purpose); not another port of localhost (another local site)."""
+
+    hosts: tuple[tuple[str, str | None], ...]
+    any_host: bool = False
+    #: the names given in ``allowed_hosts``: an Origin there may change state
+    origins: tuple[tuple[str, str | None], ...] = ()
+
+    @classmethod
+    def for_bind(cls, bind: str, extra: tuple[str, ...] | list[str] = ()) -> HostPolicy:
+        def parse(names: list[str]) -> tuple[tuple[str, str | None], ...]:
+            return tuple(dict.fromkeys(hp for hp in (_host_port(n) for n in names if n != "*") if hp is not None))
+
+        names = [*LOOPBACK_NAMES, *extra]
+        if bare_host(bind) not in WILDCARD_BINDS:
+            names.append(bind)
+        any_host = "*" in extra or (bare_host(bind) in WILDCARD_BINDS and not extra)
+        return cls(parse(names), any_host=any_host, origins=parse(list(extra)))
+
+    @staticmethod
+    def _listed(listed: tuple[tuple[str, str | None], ...], host: str, port: str | None) -> bool:
+        return any(h == host and (p is None or p == port) for h, p in listed)
+
+    def allows_host(self, value: str | None) -> bool:
+        if self.any_host:
+            return True
+        hp = _host_port(value) if value else None
+        return hp is not None and self._listed(self.hosts, *hp)
+
+    def allows_origin(self, origin: str, host: str | None) -> bool:
+        """``Origin`` (``scheme://host[:port]``) is this server (the request's Host, a default
+        port left out on either side) or a name of ``allowed_hosts``; ``null`` (a sandboxed
+        page, a file) is neither."""
+        try:
+            parts = urlsplit(origin.strip())
+        except ValueError:
+            return False
+        hp = _host_port(parts.netloc) if parts.netloc else None
+        if hp is None:
+            return False
+        if self._listed(self.origins, *hp):
+            return True
+        own = _host_port(host) if host else None
+        if own is None or own[0] != hp[0]:
+            return False
+        default = {"http": "80", "https": "443"}.get(parts.scheme.lower())
+        return (own[1] or default) == (hp[1] or default)
+
+    def describe(self) -> str:
+        if self.any_host:
+            return "any"
+        return ", ".join(h + (f":{p}" if p else "") for h, p in self.hosts)
+
+    def refusal(self, method: str, headers: Mapping[str, str], every_method: bool = False) -> tuple[int, str] | None:
+        """Why this request is refused, as (status, message), or None. ``headers``: lower-case
+        names. ``every_method``: check Origin on reads too (the MCP endpoint's streams)."""
+        host = headers.get("host")
+        if not self.allows_host(host):
+            shown = repr(host[:100]) if host else "(none)"
+            return 421, (
+                f"this server does not answer to Host {shown} (DNS rebinding protection); it answers to "
+                f"{self.describe()}; add a name with --allowed-host or allowed_hosts"
+            )
+        if not (every_method or method.upper() in STATE_CHANGING):
+            return None
+        origin = headers.get("origin")
+        if origin is not None and not self.allows_origin(origin, host):
+            return 403, f"cross-origin request refused: Origin {origin[:100]!r} is not this server"
+        site = headers.get("sec-fetch-site", "").strip().lower()
+        if site in ("cross-site", "same-site"):
+            return 403, f"cross-origin request refused: the browser says it comes from another site ({site})"
+        return None
 
 
 def is_loopback(host: str) -> bool:

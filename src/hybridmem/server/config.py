@@ -10,7 +10,8 @@
     "sk-admin" = ["*"]
 
 Environment (overrides the file): ``HYBRIDMEM_API_KEYS='key1:ns1,ns2;key2:*'``,
-``HYBRIDMEM_SERVER_<NAME>`` for any scalar setting (``HYBRIDMEM_SERVER_MAX_TOP_K=50``).
+``HYBRIDMEM_ALLOWED_HOSTS='memory.internal,10.0.0.5:8080'`` (added to ``allowed_hosts``),
+``HYBRIDMEM_SERVER_<NAME>`` for any other setting (``HYBRIDMEM_SERVER_MAX_TOP_K=50``).
 """
 
 from __future__ import annotations
@@ -25,9 +26,22 @@ from typing import Any
 
 from ..errors import HybridMemError
 
-__all__ = ["ALL_NAMESPACES", "API_KEYS_ENV", "ConfigError", "ServerConfig", "load_config", "parse_api_keys"]
+__all__ = [
+    "ALLOWED_HOSTS_ENV",
+    "ALL_NAMESPACES",
+    "API_KEYS_ENV",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "ConfigError",
+    "ServerConfig",
+    "load_config",
+    "parse_api_keys",
+]
 
 API_KEYS_ENV = "HYBRIDMEM_API_KEYS"
+ALLOWED_HOSTS_ENV = "HYBRIDMEM_ALLOWED_HOSTS"
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS = ("text", "json")
 _ENV_PREFIX = "HYBRIDMEM_SERVER_"
 #: a key mapped to this may use every namespace
 ALL_NAMESPACES = "*"
@@ -68,13 +82,28 @@ class ServerConfig:
     worker_threads: int = 16
     #: how often a write that found the store locked by another process is retried before a 503
     write_retries: int = 3
+    #: ``Host`` header values served besides the loopback names (127.0.0.1, localhost, [::1]) and
+    #: the bound address, with or without a port (without: any port); ``*`` = any. Another Host
+    #: -> 421 (DNS rebinding); a state-changing request whose Origin is not one of them -> 403.
+    #: Empty on a wildcard bind (0.0.0.0, ::, which needs keys) = any Host.
+    allowed_hosts: tuple[str, ...] = ()
+    #: expensive requests (query, answer, upload, graph) of one tenant (API key, or "anonymous")
+    #: running at once; a request over it waits in the tenant's queue
+    max_concurrent_per_tenant: int = 8
+    #: requests of one tenant waiting for a slot (until their deadline -> 504); past it -> 429
+    max_queued_per_tenant: int = 16
+    #: ``debug``, ``info`` (one line per request), ``warning``, ``error``, ``critical``
+    log_level: str = "info"
+    #: ``text`` (key=value) or ``json`` (one object per line), on stderr
+    log_format: str = "text"
 
     @property
     def max_fetch_k(self) -> int:
         return 10 * self.max_top_k
 
     def validate(self) -> ServerConfig:
-        for name in ("port", "max_body_bytes", "max_upload_bytes", "max_top_k", "max_batch", "worker_threads"):
+        positive = ("max_body_bytes", "max_upload_bytes", "max_top_k", "max_batch", "worker_threads")
+        for name in ("port", *positive, "max_concurrent_per_tenant"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name == "port" else 1):
                 raise ConfigError(f"server setting {name} must be a positive integer, got {v!r}")
@@ -82,14 +111,43 @@ class ServerConfig:
             raise ConfigError(f"server setting port must be 0-65535, got {self.port}")
         if not isinstance(self.request_timeout, (int, float)) or self.request_timeout <= 0:
             raise ConfigError(f"server setting request_timeout must be > 0 seconds, got {self.request_timeout!r}")
-        if not isinstance(self.write_retries, int) or self.write_retries < 0:
-            raise ConfigError(f"server setting write_retries must be >= 0, got {self.write_retries!r}")
+        for name in ("write_retries", "max_queued_per_tenant"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ConfigError(f"server setting {name} must be >= 0, got {v!r}")
+        self._validate_logging()
+        self._validate_hosts()
         for key, nss in self.api_keys.items():
             if not key or any(c.isspace() for c in key) or len(key) < 8:
                 raise ConfigError("an API key must be at least 8 characters without spaces")
             if not nss:
                 raise ConfigError(f'API key {_mask(key)} maps to no namespace (use "*" for all)')
         return self
+
+    def _validate_logging(self) -> None:
+        if not isinstance(self.log_level, str) or self.log_level.lower() not in LOG_LEVELS:
+            raise ConfigError(
+                f"server setting log_level must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        if not isinstance(self.log_format, str) or self.log_format.lower() not in LOG_FORMATS:
+            raise ConfigError(f"server setting log_format must be text or json, got {self.log_format!r}")
+        self.log_level, self.log_format = self.log_level.lower(), self.log_format.lower()
+
+    def _validate_hosts(self) -> None:
+        if isinstance(self.allowed_hosts, str):
+            self.allowed_hosts = _host_list(self.allowed_hosts)
+        if not isinstance(self.allowed_hosts, (list, tuple)) or not all(isinstance(h, str) for h in self.allowed_hosts):
+            raise ConfigError("server setting allowed_hosts must be a list of host names (host or host:port)")
+        hosts = tuple(h.strip() for h in self.allowed_hosts if h.strip())
+        for h in hosts:
+            if h != "*" and (any(c.isspace() or c in "/@?#" for c in h) or len(h) > 255):
+                raise ConfigError(f"allowed_hosts: {h!r} is not a host name or host:port")
+        self.allowed_hosts = hosts
+
+
+def _host_list(spec: str) -> tuple[str, ...]:
+    """``"a.example, b:8080"`` -> ``("a.example", "b:8080")``."""
+    return tuple(h.strip() for h in spec.replace(";", ",").split(",") if h.strip())
 
 
 def _mask(key: str) -> str:
@@ -134,6 +192,12 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     default = getattr(ServerConfig(), name)
     if name in ("db", "embedder"):
         return None if value in (None, "") else str(value)
+    if name == "allowed_hosts":
+        if isinstance(value, str):
+            return _host_list(value)
+        if isinstance(value, list) and all(isinstance(h, str) for h in value):
+            return tuple(value)
+        raise ConfigError(f"{where}: allowed_hosts must be a list of host names, got {value!r}")
     try:
         if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
@@ -150,7 +214,7 @@ def _coerce(name: str, value: Any, where: str) -> Any:
 
 def load_config(path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> ServerConfig:
     """Defaults, then the file (``.toml`` or ``.json``), then the environment, then ``overrides``
-    (the CLI's flags; None values are ignored)."""
+    (the CLI's flags; None values are ignored; ``allowed_hosts`` adds to what came before)."""
     env = dict(os.environ if env is None else env)
     cfg = ServerConfig()
     if path is not None:
@@ -178,6 +242,8 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
                 setattr(cfg, name, _coerce(name, value, str(p)))
     if env.get(API_KEYS_ENV, "").strip():
         cfg.api_keys = {**cfg.api_keys, **parse_api_keys(env[API_KEYS_ENV])}
+    if env.get(ALLOWED_HOSTS_ENV, "").strip():
+        cfg.allowed_hosts = (*cfg.allowed_hosts, *_host_list(env[ALLOWED_HOSTS_ENV]))
     for name in _FIELDS:
         raw = env.get(_ENV_PREFIX + name.upper())
         if raw not in (None, "") and name != "api_keys":
@@ -185,6 +251,9 @@ def load_config(path: str | Path | None = None, env: dict[str, str] | None = Non
     for name, value in overrides.items():
         if name not in _FIELDS:
             raise ConfigError(f"unknown server setting {name!r}")
-        if value is not None:
-            setattr(cfg, name, value)
+        if value is None:
+            continue
+        if name == "allowed_hosts":  # the flags add to the file's and the environment's
+            value = (*cfg.allowed_hosts, *((value,) if isinstance(value, str) else value))
+        setattr(cfg, name, value)
     return cfg.validate()

@@ -2,8 +2,10 @@
 
 Every error is JSON ``{"error": {"type", "message", "field"}}`` with the status, type and headers
 the exception's class declares (``http_status``, ``error_type``, ``http_headers`` in
-:mod:`hybridmem.errors`), mapped here in one place; never a traceback. Tenancy: an API key maps to
-the namespaces it may use (401 without a valid key, 403 for another namespace).
+:mod:`hybridmem.errors`), mapped here in one place; never a traceback (that goes to the log, under
+the request id the 5xx's message gives). Tenancy: an API key maps to the namespaces it may use
+(401 without a valid key, 403 for another namespace). On loopback or not, a Host the server does not
+answer to is a 421 and a state-changing request from another site a 403 (:class:`LoopbackGuard`).
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from ..models import (
     WorkerStatus,
 )
 from . import common
-from .auth import KeyRing, Principal, check_bind
-from .common import NotImplementedOnServer
+from .auth import HostPolicy, KeyRing, Principal, bare_host, check_bind
+from .common import TENANT_KEY, LoopbackGuard, NotImplementedOnServer, RequestLog, log_failure, with_request_id
 from .config import ServerConfig
 from .limits import (
     ERROR_KEY,
@@ -53,6 +55,7 @@ from .limits import (
     Runner,
     StartTracker,
     StoreBusyError,
+    TenantRunner,
     error_body,
 )
 from .metrics import CONTENT_TYPE, Metrics, MetricsMiddleware
@@ -144,7 +147,7 @@ class GraphGlobalRequest(RequestModel):
     """A corpus-wide question answered by map-reduce over community summaries."""
 
     question: Question
-    level: int | None = Field(None, ge=0, le=16, description="Community level (default: the top, 0).")
+    level: int | None = Field(None, ge=0, le=16, strict=True, description="Community level (default: the top, 0).")
     namespace: Namespace = None
 
 
@@ -160,10 +163,12 @@ class Health(BaseModel):
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     text = {
         401: "Missing or invalid API key",
-        403: "The key may not use this namespace",
+        403: "The key may not use this namespace, or a cross-site request",
         404: "Not found",
         413: "Request body too large",
+        421: "The server does not answer to this Host",
         422: "Invalid request (the field is named)",
+        429: "Too many concurrent requests for this key (Retry-After)",
         501: "Not available on this server",
         504: "The request timed out",
     }
@@ -189,7 +194,9 @@ _HTTP_TYPES = {
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    421: "misdirected_request",
     422: "validation_error",
+    429: "too_many_requests",
 }
 
 
@@ -209,9 +216,11 @@ async def _on_hybridmem(request: Request, e: HybridMemError) -> JSONResponse:
     # status, type and headers are class attributes of the error tree: the nearest class in the
     # exception's MRO that sets one decides
     status = int(e.http_status or 500)
-    if status >= 500 and not isinstance(e, (StoreBusyError, NotImplementedOnServer)):
-        log.warning("%s %s -> %d %s: %s", request.method, request.url.path, status, type(e).__name__, e)
-    return _error(request, status, e.error_type, str(e), getattr(e, "field", None), dict(e.http_headers) or None)
+    message = str(e)
+    if status >= 500:
+        log_failure(request.scope, status, e)
+        message = with_request_id(message, request.scope)
+    return _error(request, status, e.error_type, message, getattr(e, "field", None), dict(e.http_headers) or None)
 
 
 async def _on_invalid(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -226,6 +235,8 @@ async def _on_invalid(request: Request, e: RequestValidationError) -> JSONRespon
         detail = (err.get("ctx") or {}).get("error", "malformed JSON")
         return _error(request, 422, ValidationError.error_type, f"request body is not valid JSON: {detail}")
     field = ".".join(loc) or None
+    if field is None and err.get("type") == "missing" and tuple(err.get("loc", ())) == ("body",):
+        return _error(request, 422, ValidationError.error_type, "body: a JSON object is required", "body")
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     more = f" (and {len(errs) - 1} more problem{'s' if len(errs) > 2 else ''})" if len(errs) > 1 else ""
     return _error(request, 422, ValidationError.error_type, (f"{field}: {msg}" if field else msg) + more, field)
@@ -254,15 +265,17 @@ async def _on_http(request: Request, e: StarletteHTTPException) -> JSONResponse:
 
 async def _on_sqlite(request: Request, e: sqlite3.Error) -> JSONResponse:
     if "locked" in str(e).lower() or "busy" in str(e).lower():
+        log_failure(request.scope, StoreBusyError.http_status, e)
         return _error(
             request,
             StoreBusyError.http_status,
             StoreBusyError.error_type,
-            "the store is busy; retry shortly",
+            with_request_id("the store is busy; retry shortly", request.scope),
             headers=dict(StoreBusyError.http_headers),
         )
-    log.warning("%s %s: store error %s", request.method, request.url.path, e)
-    return _error(request, StoreError.http_status, StoreError.error_type, f"store error: {e}")
+    log_failure(request.scope, StoreError.http_status, e)
+    message = with_request_id(f"store error: {e}", request.scope)
+    return _error(request, StoreError.http_status, StoreError.error_type, message)
 
 
 async def _on_unicode(request: Request, e: UnicodeError) -> JSONResponse:
@@ -285,9 +298,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
 
 class CatchAll:
-    """Innermost middleware: an unexpected exception becomes a JSON 500 (details only in the log)
-    and the connection stays usable. (Starlette's own last-resort handler re-raises to the server,
-    which then drops the keep-alive connection.)"""
+    """Innermost middleware: an unexpected exception becomes a JSON 500 (details only in the log,
+    under the request id the message gives) and the connection stays usable. (Starlette's own
+    last-resort handler re-raises to the server, which then drops the keep-alive connection.)"""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -300,12 +313,17 @@ class CatchAll:
         try:
             await self.app(scope, receive, tracked)
         except Exception as e:
-            if tracked.started or isinstance(e, StarletteHTTPException):
+            if isinstance(e, StarletteHTTPException):  # a 413 met while reading the body: BodySizeLimit answers
                 raise
-            log.error("%s %s failed", scope.get("method"), scope.get("path"), exc_info=e)
+            log_failure(scope, 500, e)
+            if tracked.started:  # too late for an error response: the server drops the connection
+                raise
             scope[ERROR_KEY] = "internal_error"
+            rid = common.request_id(scope)
+            message = f"internal error (request id {rid}; details are in the server log)" if rid else None
             resp = JSONResponse(
-                error_body("internal_error", "internal error (details are in the server log)"), status_code=500
+                error_body("internal_error", message or "internal error (details are in the server log)"),
+                status_code=500,
             )
             await resp(scope, receive, send)
 
@@ -325,7 +343,9 @@ def _principal(
 ) -> Principal:
     """Who is calling: the app's :class:`KeyRing` authenticates the key (401 without a valid one)."""
     keys: KeyRing = request.app.state.keys
-    return keys.authenticate(key or (cred.credentials if cred is not None else None))
+    p = keys.authenticate(key or (cred.credentials if cred is not None else None))
+    request.scope[TENANT_KEY] = p.key_id  # for the request log: an id of the key, never the key
+    return p
 
 
 #: the authenticated caller of a request
@@ -347,6 +367,11 @@ class _Deps:
     metrics: Metrics
     #: ``{"memory": Memory | None}``: None until the lifespan opened an owned memory
     holder: dict[str, Any]
+
+    def expensive(self, p: Principal) -> TenantRunner:
+        """The runner for an expensive request (query, answer, upload, graph): within the
+        caller's share of the server (``max_concurrent_per_tenant``; 429 past its queue)."""
+        return self.runner.for_tenant(p.key_id)
 
     def memory(self) -> Any:
         mem = self.holder["memory"]
@@ -370,7 +395,13 @@ def create_app(memory_or_factory: MemoryOrFactory, config: ServerConfig | None =
     cfg = (config or ServerConfig()).validate()
     keys = KeyRing(cfg.api_keys, cfg.default_namespace)
     metrics = Metrics()
-    runner = Runner(cfg.worker_threads, cfg.request_timeout, cfg.write_retries)
+    runner = Runner(
+        cfg.worker_threads,
+        cfg.request_timeout,
+        cfg.write_retries,
+        per_tenant=cfg.max_concurrent_per_tenant,
+        queued_per_tenant=cfg.max_queued_per_tenant,
+    )
     owned = callable(memory_or_factory) and not hasattr(memory_or_factory, "search")
     holder: dict[str, Any] = {"memory": None if owned else memory_or_factory}
     deps = _Deps(cfg, keys, runner, metrics, holder)
@@ -430,12 +461,15 @@ def _new_app(d: _Deps, lifespan: Callable[[FastAPI], AbstractAsyncContextManager
     )
     app.state.config, app.state.metrics, app.state.keys = d.cfg, d.metrics, d.keys
     _install_error_handlers(app)
-    # the last added is the outermost: metrics see every response, 413s and 500s included
+    # the last added is the outermost: the request log and the metrics see every response, 421s,
+    # 413s and 500s included; Host and Origin are checked before a body is read
     app.add_middleware(CatchAll)
     app.add_middleware(
         BodySizeLimit, limit=d.cfg.max_body_bytes, upload_limit=d.cfg.max_upload_bytes, upload_paths=(UPLOAD_PATH,)
     )
+    app.add_middleware(LoopbackGuard, policy=HostPolicy.for_bind(d.cfg.host, d.cfg.allowed_hosts))
     app.add_middleware(MetricsMiddleware, metrics=d.metrics, routes=lambda: app.routes)
+    app.add_middleware(RequestLog)
     return app
 
 
@@ -443,26 +477,31 @@ def _new_app(d: _Deps, lifespan: Callable[[FastAPI], AbstractAsyncContextManager
 
 
 def _query_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post("/v1/query", response_model=QueryResponse, tags=["query"], responses=_errors(401, 403, 413, 422, 504))
+    @app.post(
+        "/v1/query", response_model=QueryResponse, tags=["query"], responses=_errors(401, 403, 413, 422, 429, 504)
+    )
     async def query(req: QueryRequest, p: Caller) -> Response:
         """Hybrid (BM25 ‖ dense, fused by RRF), `bm25`, `vector` or `rerank` search: exactly the
         JSON query contract, plus `mode`, `rerank`, `reranker`, `fetch_k` and `namespace`."""
         ns = p.namespace(req.namespace)
         d.check_top_k(req.top_k, req.fetch_k)
         req = req.model_copy(update={"namespace": ns})
-        resp: QueryResponse = await d.runner(d.memory().search, req)
+        resp: QueryResponse = await d.expensive(p)(d.memory().search, req)
         d.metrics.observe_legs(resp.legs)
         return _json(resp)
 
     @app.post(
-        "/v1/answer", response_model=_AnswerModel, tags=["query"], responses=_errors(401, 403, 413, 422, 501, 504)
+        "/v1/answer",
+        response_model=_AnswerModel,
+        tags=["query"],
+        responses=_errors(401, 403, 413, 422, 429, 501, 504),
     )
     async def answer(body: AnswerRequest, p: Caller) -> Response:
         """A grounded answer from the retrieved chunks, citing them as `[chunk_id]`, with usage.
         Extractive (offline) unless the server has an LLM configured (`HYBRIDMEM_LLM`)."""
         ns = p.namespace(body.namespace)
         d.check_top_k(body.top_k)
-        ans = await d.runner(
+        ans = await d.expensive(p)(
             common.ask,
             d.memory(),
             body.question,
@@ -533,7 +572,9 @@ def _memory_routes(app: FastAPI, d: _Deps) -> None:
 
 
 def _document_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post(UPLOAD_PATH, response_model=WriteReport, tags=["memories"], responses=_errors(401, 403, 413, 422, 504))
+    @app.post(
+        UPLOAD_PATH, response_model=WriteReport, tags=["memories"], responses=_errors(401, 403, 413, 422, 429, 504)
+    )
     async def upload_documents(
         files: Annotated[list[UploadFile], File(description="Text files: .md .txt .rst .html .json .jsonl")],
         p: Caller,
@@ -552,21 +593,23 @@ def _document_routes(app: FastAPI, d: _Deps) -> None:
             raise ValidationError("an id needs exactly one file", field="id")
         meta = _form_metadata(metadata)
         uploads = [(f.filename or f"upload-{i}.txt", await f.read()) for i, f in enumerate(files)]
-        return await d.runner.write(_ingest_uploads, d.memory(), uploads, ns, meta, id)
+        return await d.expensive(p).write(_ingest_uploads, d.memory(), uploads, ns, meta, id)
 
 
 def _graph_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post("/v1/graph/build", tags=["graph"], responses=_errors(401, 403, 413, 422, 504))
-    async def graph_build(body: GraphBuildRequest, p: Caller) -> Response:
-        """Extract every chunk of the namespace, detect communities, summarize them (a full rebuild)."""
-        ns = p.namespace(body.namespace)
-        return _json(await d.runner(d.memory().graph.build, ns))
+    @app.post("/v1/graph/build", tags=["graph"], responses=_errors(401, 403, 413, 422, 429, 504))
+    async def graph_build(p: Caller, body: GraphBuildRequest | None = None) -> Response:
+        """Extract every chunk of the namespace, detect communities, summarize them (a full rebuild).
+        The body may be left out (the key's default namespace)."""
+        ns = p.namespace(body.namespace if body is not None else None)
+        return _json(await d.expensive(p)(d.memory().graph.build, ns))
 
-    @app.post("/v1/graph/update", tags=["graph"], responses=_errors(401, 403, 413, 422, 504))
-    async def graph_update(body: GraphBuildRequest, p: Caller) -> Response:
-        """Incremental refresh: re-extract changed chunks, re-summarize only changed communities."""
-        ns = p.namespace(body.namespace)
-        return _json(await d.runner(d.memory().graph.update, ns))
+    @app.post("/v1/graph/update", tags=["graph"], responses=_errors(401, 403, 413, 422, 429, 504))
+    async def graph_update(p: Caller, body: GraphBuildRequest | None = None) -> Response:
+        """Incremental refresh: re-extract changed chunks, re-summarize only changed communities.
+        The body may be left out (the key's default namespace)."""
+        ns = p.namespace(body.namespace if body is not None else None)
+        return _json(await d.expensive(p)(d.memory().graph.update, ns))
 
     @app.get("/v1/graph/status", tags=["graph"], responses=_errors(401, 403, 422, 504))
     async def graph_status(p: Caller, namespace: NamespaceQuery = None) -> Response:
@@ -574,11 +617,12 @@ def _graph_routes(app: FastAPI, d: _Deps) -> None:
         ns = p.namespace(namespace)
         return _json(await d.runner(d.memory().graph.status, ns))
 
-    @app.post("/v1/graph/global", tags=["graph"], responses=_errors(401, 403, 404, 413, 422, 504))
+    @app.post("/v1/graph/global", tags=["graph"], responses=_errors(401, 403, 404, 413, 422, 429, 504))
     async def graph_global(body: GraphGlobalRequest, p: Caller) -> Response:
         """A corpus-wide answer from community summaries, citing community and chunk ids."""
         ns = p.namespace(body.namespace)
-        return _json(await d.runner(d.memory().graph.ask_global, body.question, level=body.level, namespace=ns))
+        run = d.expensive(p)
+        return _json(await run(d.memory().graph.ask_global, body.question, level=body.level, namespace=ns))
 
 
 def _worker_status(mem: Any) -> WorkerStatus | None:
@@ -687,16 +731,20 @@ def _ingest_uploads(
     return _written(report, ns)
 
 
-def run_server(config: ServerConfig, memory_or_factory: MemoryOrFactory, *, log_level: str = "info") -> None:
-    """Serve until interrupted. Refuses a non-loopback address when no API key is configured."""
+def run_server(config: ServerConfig, memory_or_factory: MemoryOrFactory, *, log_level: str | None = None) -> None:
+    """Serve until interrupted. Refuses a non-loopback address when no API key is configured.
+    Logs go where :func:`hybridmem.server.common.configure_logging` sent them (uvicorn's too; its
+    access log is replaced by the request log's line per request)."""
     import uvicorn
 
     check_bind(config.host, config.api_keys)
     app = create_app(memory_or_factory, config)
     uvicorn.run(
         app,
-        host=config.host,
+        host=bare_host(config.host),  # "[::1]" is a URL's spelling; the socket wants ::1
         port=config.port,
-        log_level=log_level,
+        log_level=log_level or config.log_level,
+        log_config=None,
+        access_log=False,
         timeout_graceful_shutdown=max(5, int(config.request_timeout)),
     )

@@ -1,8 +1,11 @@
-"""Request limits: body size (413), per-request deadline (504), bounded retries of a locked store (503).
+"""Request limits: body size (413), per-request deadline (504), bounded retries of a locked store (503),
+expensive requests per tenant (a queue, then 429).
 
 Memory calls are blocking (SQLite, numpy): they run on a bounded thread pool. A request past its
 deadline is answered 504 at once; its thread cannot be killed and finishes in the background (a
 write that timed out may still land: writes are idempotent by id, so a client may simply retry).
+An expensive call keeps its tenant's slot until its thread ends, 504 or not: a tenant's abandoned
+work counts against it until it is really over.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, TypeVar
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .. import deadline
 from ..errors import HybridMemError, StoreError
 
 __all__ = [
@@ -27,6 +31,9 @@ __all__ = [
     "Runner",
     "StartTracker",
     "StoreBusyError",
+    "TenantRunner",
+    "TenantSlots",
+    "TooManyRequests",
     "error_body",
     "is_locked",
 ]
@@ -65,6 +72,64 @@ class PayloadTooLarge(HTTPException):
     @staticmethod
     def message(limit: int) -> str:
         return f"request body larger than the {limit}-byte limit"
+
+
+class TooManyRequests(HTTPException):
+    """A tenant has its share of expensive requests running and its queue full (HTTP 429)."""
+
+    def __init__(self, tenant_limit: int, queued: int, retry_after: int = 1) -> None:
+        super().__init__(
+            429,
+            f"too many concurrent requests for this API key: {tenant_limit} running and {queued} waiting "
+            f"(max_concurrent_per_tenant, max_queued_per_tenant); retry after {retry_after} s",
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+class TenantSlots:
+    """At most ``limit`` expensive calls of one tenant at once; up to ``queue`` more wait (FIFO)
+    for a slot until their deadline (504); past that, :class:`TooManyRequests` at once. Lives on
+    the event loop; a slot is released from any thread (:meth:`acquire`'s callback)."""
+
+    def __init__(self, limit: int, queue: int) -> None:
+        self.limit, self.queue = limit, queue
+        self._sems: dict[str, asyncio.Semaphore] = {}
+        self._waiting: dict[str, int] = {}
+
+    def reset(self) -> None:
+        """Forget every slot (the app stopped; its semaphores belong to the loop that ended)."""
+        self._sems.clear()
+        self._waiting.clear()
+
+    async def acquire(self, tenant: str, timeout: float) -> Callable[[], None]:
+        """Wait for a slot of ``tenant`` (at most ``timeout`` s); returns its release, callable once
+        from any thread."""
+        sem = self._sems.setdefault(tenant, asyncio.Semaphore(self.limit))
+        waiting = self._waiting.get(tenant, 0)
+        if sem.locked() and waiting >= self.queue:
+            raise TooManyRequests(self.limit, waiting)
+        self._waiting[tenant] = waiting + 1
+        try:
+            await asyncio.wait_for(sem.acquire(), timeout)
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"the request waited {timeout:g} s for one of this API key's {self.limit} slots"
+            ) from None
+        finally:
+            self._waiting[tenant] -= 1
+        loop = asyncio.get_running_loop()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                try:
+                    loop.call_soon_threadsafe(sem.release)
+                except RuntimeError:  # the loop is closed: the app stopped, its slots are gone
+                    pass
+
+        return release
 
 
 class StartTracker:
@@ -140,6 +205,13 @@ class BodySizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+def _within(timeout: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn`` under the request's deadline: its reads are stopped when it passes (hybridmem.deadline),
+    so the work ends with the 504 instead of going on in the background."""
+    with deadline.within(timeout):
+        return fn(*args, **kwargs)
+
+
 def is_locked(e: BaseException) -> bool:
     """SQLite's "database is locked" / "busy", raw or wrapped in a StoreError."""
     if isinstance(e, (sqlite3.OperationalError, StoreError)):
@@ -149,10 +221,14 @@ def is_locked(e: BaseException) -> bool:
 
 
 class Runner:
-    """Runs blocking Memory calls on a bounded pool under a deadline."""
+    """Runs blocking Memory calls on a bounded pool under a deadline; :meth:`for_tenant` also
+    within the tenant's share (:class:`TenantSlots`)."""
 
-    def __init__(self, threads: int, timeout: float, write_retries: int = 3) -> None:
+    def __init__(
+        self, threads: int, timeout: float, write_retries: int = 3, per_tenant: int = 8, queued_per_tenant: int = 16
+    ) -> None:
         self.threads, self.timeout, self.write_retries = threads, timeout, write_retries
+        self.slots = TenantSlots(per_tenant, queued_per_tenant)
         self._executor: ThreadPoolExecutor | None = None
 
     @property
@@ -163,16 +239,37 @@ class Runner:
         return self._executor
 
     async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.run(functools.partial(fn, *args, **kwargs))
+
+    async def run(self, call: Callable[[], T], tenant: str | None = None) -> T:
+        """``call()`` on the pool, answered within the deadline (a wait for the tenant's slot
+        included); the tenant's slot is held until the thread is done."""
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+        deadline_at = loop.time() + self.timeout
+        release = await self.slots.acquire(tenant, self.timeout) if tenant is not None else None
+        left = max(0.001, deadline_at - loop.time())
         try:
-            return await asyncio.wait_for(fut, self.timeout)
+            cf = self.executor.submit(_within, left, call)
+        except BaseException:
+            if release is not None:
+                release()
+            raise
+        if release is not None:
+            cf.add_done_callback(lambda _: release())
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(cf), left)
         except TimeoutError:
             raise RequestTimeoutError(f"the request took longer than {self.timeout:g} s") from None
 
+    def for_tenant(self, tenant: str) -> TenantRunner:
+        """This runner for an expensive request of ``tenant`` (an API key's id, or "anonymous")."""
+        return TenantRunner(self, tenant)
+
     async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A write, retried with back-off while another process holds the store's write lock."""
+        return await self.run(self._retrying(fn, *args, **kwargs))
 
+    def _retrying(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Callable[[], T]:
         def attempt() -> T:
             for i in range(self.write_retries + 1):
                 try:
@@ -185,9 +282,24 @@ class Runner:
                     time.sleep(0.05 * 2**i)
             raise AssertionError("unreachable")
 
-        return await self(attempt)
+        return attempt
 
     def shutdown(self) -> None:
+        self.slots.reset()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+
+
+class TenantRunner:
+    """A :class:`Runner` whose calls take one of the tenant's slots (429 when they are all taken
+    and its queue is full)."""
+
+    def __init__(self, runner: Runner, tenant: str) -> None:
+        self.runner, self.tenant = runner, tenant
+
+    async def __call__(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.runner.run(functools.partial(fn, *args, **kwargs), self.tenant)
+
+    async def write(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.runner.run(self.runner._retrying(fn, *args, **kwargs), self.tenant)

@@ -2,11 +2,18 @@
 stats resource, over one :class:`hybridmem.Memory`. Built on the official ``mcp`` SDK 2.x
 (``mcp.server.mcpserver.MCPServer``; 1.x's ``mcp.server.fastmcp`` is gone). stdio by default,
 streamable HTTP on request (``hybridmem mcp --transport http``).
+
+Over HTTP the endpoint takes the HTTP API's API keys (the same :class:`KeyRing`: 401 without a
+valid key) and every tool and resource checks its namespace against the caller's key (a tool
+error, as the HTTP API's 403, for a namespace the key may not use); without keys it listens on
+loopback only. Host and Origin are checked as by the HTTP API (:class:`LoopbackGuard`), and every
+request is logged with its id (:class:`RequestLog`).
 """
 
 # no `from __future__ import annotations`: the SDK evaluates tool signatures, and they use closure values
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import Field
@@ -15,11 +22,12 @@ from ..errors import HybridMemError
 from ..models import HybridParams
 from ..models import Namespace as _Namespace
 from . import common
+from .auth import AuthError, HostPolicy, KeyRing, Principal, bare_host
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-__all__ = ["ALIASES", "INSTRUCTIONS", "check_transport", "create_server", "run_mcp", "tool_arguments"]
+__all__ = ["ALIASES", "INSTRUCTIONS", "check_transport", "create_server", "http_app", "run_mcp", "tool_arguments"]
 
 INSTRUCTIONS = (
     "Long-term memory. `remember` stores a fact, note or document (give a stable id to update it "
@@ -83,15 +91,55 @@ def tool_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+#: the caller of the tool call or resource read being served (over HTTP: its key's Principal)
+_CALLER: ContextVar[Principal | None] = ContextVar("hybridmem_mcp_caller", default=None)
+
+
+def _principal_of(context: Any) -> Principal | None:
+    """The Principal :class:`~hybridmem.server.common.KeyAuth` put in the scope of the HTTP
+    request that carried this message (None over stdio)."""
+    request = getattr(getattr(context, "request_context", None), "request", None)
+    scope = getattr(request, "scope", None)
+    p = scope.get(common.PRINCIPAL_KEY) if isinstance(scope, Mapping) else None
+    return p if isinstance(p, Principal) else None
+
+
 def _server_class() -> Any:
-    """``MCPServer`` whose tool calls accept :data:`ALIASES` (:func:`tool_arguments`)."""
+    """``MCPServer`` whose tool calls accept :data:`ALIASES` (:func:`tool_arguments`) and run as
+    their caller (:data:`_CALLER`)."""
     from mcp.server.mcpserver import MCPServer
 
     class AliasingServer(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-            return await super().call_tool(name, tool_arguments(name, arguments), context)
+            token = _CALLER.set(_principal_of(context))
+            try:
+                return await super().call_tool(name, tool_arguments(name, arguments), context)
+            finally:
+                _CALLER.reset(token)
+
+        async def read_resource(self, uri: Any, context: Any = None) -> Any:
+            token = _CALLER.set(_principal_of(context))
+            try:
+                return await super().read_resource(uri, context)
+            finally:
+                _CALLER.reset(token)
 
     return AliasingServer
+
+
+def _namespaces(default_ns: str, keys: KeyRing | None) -> Callable[[str | None], str]:
+    """``asked`` namespace -> the one a call works in: over HTTP the caller's key decides (its
+    default, or ForbiddenError for a namespace it may not use); over stdio ``asked`` or the default."""
+
+    def namespace_of(asked: str | None) -> str:
+        p = _CALLER.get()
+        if p is not None:
+            return p.namespace(asked)
+        if keys is not None and keys.enabled:  # a server with keys never serves an unknown caller
+            raise AuthError("this MCP server needs an API key")
+        return asked or default_ns
+
+    return namespace_of
 
 
 def create_server(
@@ -101,13 +149,16 @@ def create_server(
     name: str = "hybridmem",
     max_top_k: int = 100,
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = "WARNING",
+    keys: KeyRing | None = None,
 ) -> Any:
-    """An ``MCPServer`` over ``memory``; ``namespace``: the default one (else the memory's)."""
-    default_ns = namespace or memory.namespace
+    """An ``MCPServer`` over ``memory``; ``namespace``: the default one (else the memory's).
+    ``keys``: served over HTTP with these API keys (:func:`http_app`): each call's namespace is
+    checked against its caller's key."""
+    ns_of = _namespaces(namespace or memory.namespace, keys)
     server = _server_class()(name, instructions=INSTRUCTIONS, log_level=log_level)
-    _memory_tools(server, memory, default_ns, max_top_k)
-    _answer_tools(server, memory, default_ns, max_top_k)
-    _stats_resources(server, memory, default_ns)
+    _memory_tools(server, memory, ns_of, max_top_k)
+    _answer_tools(server, memory, ns_of, max_top_k)
+    _stats_resources(server, memory, ns_of)
     return server
 
 
@@ -122,7 +173,7 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(str(e)) from None
 
 
-def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
+def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:
     @server.tool(
         description="Store a memory (fact, note, document). Same id + same text is a no-op; "
         "same id + new text replaces it. Returns what was added/updated."
@@ -138,9 +189,10 @@ def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
-            report = memory.add(text, id=id, metadata=metadata or {}, source=source, namespace=namespace or default_ns)
+            ns = ns_of(namespace)
+            report = memory.add(text, id=id, metadata=metadata or {}, source=source, namespace=ns)
         ids = report.added + report.updated + report.unchanged
-        return {"id": ids[0] if ids else id, "namespace": namespace or default_ns, **report.model_dump()}
+        return {"id": ids[0] if ids else id, "namespace": ns, **report.model_dump()}
 
     @server.tool(
         description="Search the memory: the hybridmem query contract (hybrid BM25 + dense fused "
@@ -164,12 +216,14 @@ def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         fetch_k: Annotated[int | None, Field(None, ge=1, le=10 * max_top_k)] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
+        with _tool_errors():
+            ns = ns_of(namespace)
         req: dict[str, Any] = {
             "search_text": search_text,
             "top_k": top_k,
             "mode": mode,
             "metadata_filter": metadata_filter or {},
-            "namespace": namespace or default_ns,
+            "namespace": ns,
         }
         if hybrid_params is not None:
             req["hybrid_params"] = hybrid_params.model_dump()
@@ -186,11 +240,12 @@ def _memory_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
-            found = memory.delete(ids, namespace=namespace or default_ns)
-        return {"deleted": found, "not_found": [i for i in ids if i not in found], "namespace": namespace or default_ns}
+            ns = ns_of(namespace)
+            found = memory.delete(ids, namespace=ns)
+        return {"deleted": found, "not_found": [i for i in ids if i not in found], "namespace": ns}
 
 
-def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: int) -> None:
+def _answer_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:
     @server.tool(
         description="Answer a question from the memory only, citing the chunks used as [chunk_id]. "
         "Says so honestly when the memory does not hold the answer."
@@ -209,7 +264,7 @@ def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
                 top_k=top_k,
                 metadata_filter=metadata_filter or {},
                 rerank=rerank,
-                namespace=namespace or default_ns,
+                namespace=ns_of(namespace),
             )
         return cast(dict[str, Any], ans.model_dump(mode="json"))
 
@@ -223,20 +278,20 @@ def _answer_tools(server: "MCPServer", memory: Any, default_ns: str, max_top_k: 
         level: Annotated[int | None, Field(None, ge=0, le=16, description="Community level (0 = top).")] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        ns = namespace or default_ns
         with _tool_errors():
+            ns = ns_of(namespace)
             if memory.graph.status(ns).built is False:
                 memory.graph.build(ns)
             ans = memory.graph.ask_global(question, level=level, namespace=ns)
         return cast(dict[str, Any], ans.model_dump(mode="json"))
 
 
-def _stats_resources(server: "MCPServer", memory: Any, default_ns: str) -> None:
-    def _stats(ns: str) -> str:
+def _stats_resources(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
+    def _stats(asked: str | None) -> str:
         from mcp.server.mcpserver.exceptions import ResourceError
 
         try:
-            return cast(str, memory.stats(ns).model_dump_json(indent=2))
+            return cast(str, memory.stats(ns_of(asked)).model_dump_json(indent=2))
         except HybridMemError as e:
             raise ResourceError(str(e)) from None
 
@@ -248,7 +303,7 @@ def _stats_resources(server: "MCPServer", memory: Any, default_ns: str) -> None:
         "vectors (and pending ones), embedder, metadata keys.",
     )
     def stats() -> str:
-        return _stats(default_ns)
+        return _stats(None)
 
     @server.resource(
         "hybridmem://stats/{namespace}",
@@ -260,22 +315,41 @@ def _stats_resources(server: "MCPServer", memory: Any, default_ns: str) -> None:
         return _stats(namespace)
 
 
-def check_transport(transport: str, host: str) -> str:
-    """The transport to run (``stdio`` or ``streamable-http``); refuses HTTP off loopback: the MCP
-    endpoint has no API keys."""
+def check_transport(transport: str, host: str, api_keys: KeyRing | Mapping[str, Any] | None = None) -> str:
+    """The transport to run (``stdio`` or ``streamable-http``); refuses HTTP off loopback without
+    API keys, as ``hybridmem serve`` does."""
     from .auth import is_loopback
     from .config import ConfigError
 
     if transport == "stdio":
         return transport
     if transport in ("http", "streamable-http"):
-        if not is_loopback(host):
+        enabled = api_keys.enabled if isinstance(api_keys, KeyRing) else bool(api_keys)
+        if not enabled and not is_loopback(host):
             raise ConfigError(
-                f"refusing to serve MCP over HTTP on {host!r}: the MCP endpoint has no API keys, "
-                "so it listens on loopback only (use `hybridmem serve` with keys for remote agents)"
+                f"refusing to serve MCP over HTTP on {host!r} without API keys: an open MCP endpoint listens "
+                "on loopback only. Configure keys with HYBRIDMEM_API_KEYS='key:namespace[,…];…' or an "
+                "[api_keys] table in --config FILE, or bind to 127.0.0.1."
             )
         return "streamable-http"
     raise ConfigError(f"unknown MCP transport {transport!r}: use stdio or http")
+
+
+def http_app(
+    server: Any, keys: KeyRing, *, host: str = "127.0.0.1", path: str = "/mcp", allowed_hosts: tuple[str, ...] = ()
+) -> Any:
+    """The streamable-HTTP ASGI app of ``server`` behind the request log (ids, one line per
+    request), the Host/Origin guard (421/403, on every method: the SDK's own check is replaced by
+    it) and the API keys (401)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    inner = server.streamable_http_app(
+        streamable_http_path=path,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        host=host,
+    )
+    guarded = common.LoopbackGuard(common.KeyAuth(inner, keys), HostPolicy.for_bind(host, allowed_hosts), True)
+    return common.RequestLog(guarded)
 
 
 def run_mcp(
@@ -286,11 +360,19 @@ def run_mcp(
     port: int = 8765,
     path: str = "/mcp",
     namespace: str | None = None,
+    api_keys: Mapping[str, tuple[str, ...]] | None = None,
+    allowed_hosts: tuple[str, ...] = (),
+    log_level: str = "info",
 ) -> None:
-    """Serve until the client disconnects (stdio) or until interrupted (streamable HTTP)."""
-    kind = check_transport(transport, host)
-    server = create_server(memory, namespace=namespace)
+    """Serve until the client disconnects (stdio) or until interrupted (streamable HTTP, with
+    ``api_keys`` -> namespaces as ``hybridmem serve``)."""
+    kind = check_transport(transport, host, api_keys)
     if kind == "stdio":
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port, streamable_http_path=path)
+        create_server(memory, namespace=namespace).run("stdio")
+        return
+    import uvicorn
+
+    keys = KeyRing(dict(api_keys or {}), default_namespace=namespace or memory.namespace)
+    server = create_server(memory, namespace=namespace, keys=keys)
+    app = http_app(server, keys, host=host, path=path, allowed_hosts=allowed_hosts)
+    uvicorn.run(app, host=bare_host(host), port=port, log_level=log_level, log_config=None, access_log=False)

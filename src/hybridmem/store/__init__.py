@@ -40,8 +40,19 @@ def display_target(target: str | Path) -> str:
 def open_store(target: str | Path, *, create: bool = True, **options: Any) -> Any:
     """The backend for ``target``: :class:`~hybridmem.store.postgres.PostgresStore` for a PostgreSQL
     URL (needs the ``postgres`` extra; ``options`` go to it), :class:`SQLiteStore` for anything else
-    (a file path; the options, which tune server-side search, do not apply to it)."""
+    (a file path). Of the options, an SQLite store takes ``read_only`` (open it for reads only, as
+    it does by itself when the file or its directory is not writable) and ``verify`` (False: no
+    ``quick_check`` at open, for ``hybridmem check``); the others tune server-side search."""
+    read_only = bool(options.pop("read_only", False))
+    verify = bool(options.pop("verify", True))
     if is_url(target):
+        if read_only:
+            from ..errors import ValidationError
+
+            raise ValidationError(
+                "read_only applies to SQLite stores; for PostgreSQL, connect as a role that may only read",
+                field="read_only",
+            )
         try:
             from .postgres import PostgresStore
         except ModuleNotFoundError as e:  # psycopg missing
@@ -51,7 +62,7 @@ def open_store(target: str | Path, *, create: bool = True, **options: Any) -> An
                 f"a PostgreSQL store needs the postgres extra: pip install 'hybridmem[postgres]' (missing {e.name})"
             ) from None
         return PostgresStore(str(target), create=create, **options)
-    return SQLiteStore(target, create=create)
+    return SQLiteStore(target, create=create, read_only=read_only, verify=verify)
 
 
 def store_exists(target: str | Path) -> bool:

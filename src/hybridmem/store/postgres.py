@@ -45,10 +45,11 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .. import deadline
 from ..config import BM25_B as B
 from ..config import BM25_IDF_FLOOR
 from ..config import BM25_K1 as K1
-from ..errors import EmbedderMismatchError, NotFoundError, StoreError, ValidationError
+from ..errors import EmbedderMismatchError, NotFoundError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKENIZER_VERSION
 from . import graph_sql
@@ -280,6 +281,7 @@ class PostgresStore:
         self._wlock = threading.RLock()
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
+        self._statement_timeout_ms = int(statement_timeout_ms)
         opts = f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)}"
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -300,6 +302,10 @@ class PostgresStore:
             timeout=connect_timeout + statement_timeout_ms / 1000,
             open=False,
             name="hybridmem",
+            # no check of each connection at checkout (``check=``): after a restart it made a caller
+            # wait for the pool's reconnection backoff (40 s measured, tests/test_pg_restart.py);
+            # a dead pooled connection fails its statement with StoreUnavailableError at once and
+            # is discarded, and reads retry (Searcher.search)
         )
         self._pool.open(wait=True, timeout=connect_timeout)
         self.reader = _AutoReader(self)
@@ -373,15 +379,33 @@ class PostgresStore:
     def _conn(self) -> Iterator[psycopg.Connection]:
         if self._pool is None:
             raise StoreError(f"the store at {self.path} is closed")
+        left = deadline.remaining()
+        if left is not None and left <= 0:
+            raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped")
         try:
             with self._pool.connection() as conn:
-                yield conn
+                if left is None:
+                    yield conn
+                    return
+                # the request's deadline, as the statement timeout of this checkout (then the default)
+                ms = max(1, min(int(left * 1000), self._statement_timeout_ms))
+                conn.execute(f"SET statement_timeout = {ms}")
+                try:
+                    yield conn
+                finally:
+                    if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                        conn.execute(f"SET statement_timeout = {self._statement_timeout_ms}")
         except PoolTimeout as e:
-            raise StoreError(f"no PostgreSQL connection available at {self.path} ({e})") from None
+            raise StoreUnavailableError(f"no PostgreSQL connection available at {self.path} ({e})") from None
         except pgerr.QueryCanceled as e:  # (an OperationalError: caught first)
+            if deadline.expired():
+                raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped") from None
             raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
         except psycopg.OperationalError as e:
-            raise StoreError(f"PostgreSQL at {self.path}: {str(e).strip()}") from None
+            raise StoreUnavailableError(
+                f"PostgreSQL at {self.path} is unavailable ({str(e).strip()}); retry shortly "
+                "(a write in flight may or may not have been committed: writes are idempotent by id)"
+            ) from None
 
     @contextmanager
     def _tx(self) -> Iterator[_Qmark]:

@@ -201,7 +201,10 @@ def records_to_documents(records: list[Any], where: str) -> list[Document]:
         doc_id = next((str(rec[k]) for k in _ID_KEYS if rec.get(k) not in (None, "")), None)
         title = rec.get("title")
         text = f"{title.strip()}\n\n{rec['text']}" if isinstance(title, str) and title.strip() else rec["text"]
-        docs.append(Document(text=text, id=doc_id, source=rec.get("source") or where, metadata=meta))
+        # not validated here: the preparer checks each record (id, source, metadata) and skips a bad
+        # one with its reason, without losing the file's other records
+        src = rec.get("source") or where
+        docs.append(Document.model_construct(text=text, id=doc_id, source=src, metadata=meta))
     return docs
 
 
