@@ -28,6 +28,7 @@ def _mem(target: str | Path) -> Memory:
         ({"$and": [{"k": {"$in": list(range(1000))}} for _ in range(5)]}, "values exceeds the limit"),
         ({"k": "x" * (MAX_VALUE_CHARS + 1)}, "character limit"),
         ({"k": "\udc00"}, "unpaired surrogate"),
+        ({"k": {"$in": ["a", "b\x00"]}}, "NUL character"),
         ({"k": {"$gt": 10**30}}, "64-bit"),
     ],
 )
@@ -58,6 +59,8 @@ def test_metadata_budget_and_shapes(target: str | Path) -> None:
             m.add("x", id="big", metadata={"k": [{"a": i} for i in range(config.MAX_METADATA_KEYS + 1)]})
         with pytest.raises(ValidationError, match="64 bits"):
             m.add("x", id="big", metadata={"n": 10**5000})
+        with pytest.raises(ValidationError, match="NUL"):
+            m.add("x", id="big", metadata={"tags": ["ok", "b\x00d"]})
         with pytest.raises(ValidationError, match="4096") as e:
             m.add("x", id="big", source="s" * 5000)
         assert e.value.field == "source"

@@ -100,6 +100,8 @@ def _check_string(v: str, where: str) -> None:
         v.encode("utf-8")
     except UnicodeEncodeError:
         raise FilterError(f"{where}: text with an unpaired surrogate is not valid Unicode") from None
+    if "\x00" in v:
+        raise FilterError(f"{where}: a NUL character cannot be in a value (stored metadata cannot hold one)")
 
 
 def _parse_key(key: str) -> str:

@@ -97,6 +97,9 @@ def _check_metadata_value(meta: Any, where: str, depth: int) -> None:
             _check_metadata_value(v, where, depth + 1)
     elif isinstance(meta, str):
         check_text(meta, where)
+        if "\x00" in meta:
+            # PostgreSQL's JSONB cannot hold it and SQLite's JSON functions stop at it: refused on both
+            raise ValidationError("metadata strings must not contain NUL characters", field=where)
         if len(meta) > config.MAX_METADATA_VALUE_CHARS:
             raise ValidationError(
                 f"a metadata string of {len(meta)} characters exceeds the "

@@ -382,6 +382,7 @@ class PostgresStore:
         left = deadline.remaining()
         if left is not None and left <= 0:
             raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped")
+        ms = self._statement_timeout_ms
         try:
             with self._pool.connection() as conn:
                 if left is None:
@@ -398,7 +399,8 @@ class PostgresStore:
         except PoolTimeout as e:
             raise StoreUnavailableError(f"no PostgreSQL connection available at {self.path} ({e})") from None
         except pgerr.QueryCanceled as e:  # (an OperationalError: caught first)
-            if deadline.expired():
+            # the server's clock may fire a hair before ours: a timeout shorter than the default was the deadline
+            if deadline.expired() or ms < self._statement_timeout_ms:
                 raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped") from None
             raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
         except psycopg.OperationalError as e:
