@@ -17,8 +17,9 @@ with an application's), created and upgraded by numbered migrations under an adv
   iterative index scans (0.8+) and fall back to an exact scan when the index returns fewer than
   ``k`` rows while more rows pass the filter.
 * **Filters** compile to parameterized SQL over JSONB (:func:`~hybridmem.store.sql_filters.to_pg_sql`);
-  equalities are also emitted as containment (``@>``), which the GIN index on ``chunks.metadata``
-  answers, so a selective filter does not scan every chunk's JSON.
+  equalities are also emitted as containment (``@>``), which the GIN index on ``documents.metadata``
+  answers, so a selective filter does not scan every document's JSON. Metadata is stored once per
+  document; a chunk reaches it through its document's primary key.
 * **Connections** come from a psycopg 3 pool; every statement runs under a statement timeout.
   Writers of one namespace are serialized by a row lock on the namespace, so several processes may
   write to one database.
@@ -61,6 +62,10 @@ __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CON
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+#: a chunk's document, where its metadata is (the primary key of documents answers it)
+_DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
 
 
 def _now() -> str:
@@ -186,8 +191,16 @@ CREATE TABLE embed_queue (
 CREATE TABLE metadata_keys (ns_id BIGINT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (ns_id, key));
 """
 
+# metadata lives once per document (it was copied into every chunk); filters join a chunk to its
+# document, whose GIN index answers containment
+_M2 = """
+CREATE INDEX documents_metadata ON documents USING gin (metadata jsonb_path_ops);
+DROP INDEX chunks_metadata;
+ALTER TABLE chunks DROP COLUMN metadata;
+"""
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres")]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -676,7 +689,6 @@ class PostgresStore:
                         th,
                         lang,
                         d.source,
-                        meta_json,
                         toks,
                         len(terms),
                         created,
@@ -712,7 +724,7 @@ class PostgresStore:
             cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
             self._copy(
                 cur,
-                "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, metadata, "
+                "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, "
                 "tokens, n_tokens, created_at, updated_at)",
                 chunk_rows,
             )
@@ -1019,13 +1031,13 @@ class PostgresStore:
 
     @staticmethod
     def _where(scope: Allowed | Filter | None) -> tuple[str, list[Any]]:
-        """A filter's WHERE fragment over ``c.metadata``: compiled once per query (``Allowed.sql``),
-        or here for a bare filter."""
+        """A filter's WHERE fragment over ``d.metadata`` (the chunk's document, joined as
+        :data:`_DOC_JOIN`): compiled once per query (``Allowed.sql``), or here for a bare filter."""
         if isinstance(scope, Allowed):
             if scope.sql is not None:
                 return scope.sql[0], list(scope.sql[1])
             scope = scope.flt
-        return to_pg_sql(scope, "c.metadata")
+        return to_pg_sql(scope, "d.metadata")
 
     def search_sparse(
         self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
@@ -1037,7 +1049,7 @@ class PostgresStore:
         if ns is None or not terms or k <= 0:
             return []
         where, fparams = self._where(flt)
-        join = f"JOIN chunks c ON c.id = p.chunk_rowid AND {where}" if flt is not None else ""
+        join = f"JOIN chunks c ON c.id = p.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
         # statistics and idf once per query (materialized), then float8 arithmetic per posting:
         # tf·(k1+1) / (tf + k1·(1−b) + (k1·b/avgdl)·dl) is the BM25 term weight rearranged
         sql = f"""
@@ -1069,7 +1081,7 @@ class PostgresStore:
         if ns is None or k <= 0:
             return []
         where, fparams = self._where(flt)
-        join = f"JOIN chunks c ON c.id = v.chunk_rowid AND {where}" if flt is not None else ""
+        join = f"JOIN chunks c ON c.id = v.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
         qv = _vec_text(np.asarray(q, np.float32).ravel())
         sql = (
             f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
@@ -1116,7 +1128,7 @@ class PostgresStore:
             where, params = f"{where} AND c.id = ANY(%s)", [*params, [int(r) for r in among]]
         with self._conn() as conn:
             rows = conn.execute(
-                f"SELECT c.id FROM chunks c WHERE c.ns_id=%s AND {where} ORDER BY c.id", [ns, *params]
+                f"SELECT c.id FROM chunks c {_DOC_JOIN} WHERE c.ns_id=%s AND {where} ORDER BY c.id", [ns, *params]
             ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
@@ -1137,7 +1149,8 @@ class PostgresStore:
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks WHERE id = ANY(%s)",
+                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata FROM chunks c {_DOC_JOIN} "
+                "WHERE c.id = ANY(%s)",
                 ([int(r) for r in rowids],),
             ).fetchall()
         return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows}
@@ -1295,7 +1308,7 @@ class PostgresLegs:
         return None
 
     def allowed(self, namespace: str, flt: Filter) -> Allowed:
-        return Allowed(flt, sql=to_pg_sql(flt, "c.metadata"))
+        return Allowed(flt, sql=to_pg_sql(flt, "d.metadata"))
 
     def allowed_rowids(self, namespace: str, allowed: Allowed) -> np.ndarray:
         return allowed.rowids if allowed.rowids is not None else self.store.filter_rowids(namespace, allowed)

