@@ -214,6 +214,11 @@ class Req:
     data: dict[str, str] | None = None
     chunked: bool = False  # send ``body`` without Content-Length, in 64 KiB chunks
     auth: str | None = KEY  # X-API-Key; None: no key (headers may still carry one)
+    route: str = ""  # the route template, for the histogram
+
+    def with_route(self, route: str) -> Req:
+        self.route = route
+        return self
 
 
 class ServerDied(BaseException):
@@ -458,3 +463,253 @@ filter_strategy = st.one_of(
 )
 namespaces = st.sampled_from([None, None, None, NS, "other", "forbidden-ns", "", "x" * 129]) | plain_text
 MODES = ["hybrid", "bm25", "vector", "rerank", "HYBRID", "", "graph"]
+WORDS = "billing pool timeout HEL-4040 max_connections replica HTTP 504 deploy rollback cache données délai".split()
+doc_text = (
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=30).map(" ".join)
+    | wild_text
+    | st.sampled_from(["", " ", "\x00", "\ud800", "word " * 20_000])
+)
+doc_ids = st.sampled_from(["m1", "m2", "runbooks/db/pool", "a" * 512, "a" * 513, "../x", "%2e%2e", "id sp", "ü"]) | plain_text
+QUERY_KEYS = ["search_text", "top_k", "mode", "metadata_filter", "hybrid_params", "fetch_k", "namespace", "rerank"]
+HYBRID_KEYS = ["dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight", "bogus"]
+
+
+def maybe(draw: Any, body: dict, key: str, strategy: Any) -> None:
+    if draw(st.booleans()):
+        body[key] = draw(strategy)
+
+
+def json_req(draw: Any, method: str, path: str, body: Any, route: str, auth: str | None = KEY) -> Req:
+    """``body`` sent as JSON: through requests (valid JSON), or as bytes written by encode_json."""
+    how = draw(st.sampled_from(["json", "json", "ascii", "utf8", "nan"]))
+    if how == "json":
+        return Req(method, path, json=body, auth=auth, params=None, headers={}, data=None).with_route(route)
+    return Req(method, path, body=encode_json(body, how), headers={"Content-Type": "application/json"}, auth=auth).with_route(
+        route
+    )
+
+
+@st.composite
+def query_req(draw: Any) -> Req:
+    flt = draw(filter_strategy)
+    if draw(st.integers(0, 4)) == 0:
+        body: dict[str, Any] = {"question": draw(doc_text | sized_str), "metadata_filter": flt}
+        maybe(draw, body, "top_k", st.integers(-1, 120) | json_scalars)
+        maybe(draw, body, "rerank", st.booleans() | json_scalars)
+        maybe(draw, body, "namespace", namespaces)
+        return json_req(draw, "POST", "/v1/answer", body, "/v1/answer")
+    body = {"search_text": draw(doc_text | st.sampled_from(["HEL-4040", "HTTP 504"])), "metadata_filter": flt}
+    maybe(draw, body, "top_k", st.integers(1, 100) | st.integers(-5, 2000) | json_scalars)
+    maybe(draw, body, "mode", st.sampled_from(MODES) | json_scalars)
+    maybe(draw, body, "hybrid_params", st.dictionaries(st.sampled_from(HYBRID_KEYS), st.floats(0, 1000) | json_scalars))
+    maybe(draw, body, "fetch_k", st.integers(1, 1000) | st.integers(-1, 20_000) | json_scalars)
+    maybe(draw, body, "namespace", namespaces)
+    maybe(draw, body, "rerank", st.booleans())
+    return json_req(draw, "POST", "/v1/query", body, "/v1/query")
+
+
+@st.composite
+def metadata_req(draw: Any) -> Req:
+    meta = draw(metadata_strategy)
+    kind = draw(st.sampled_from(["post", "post", "batch", "put"]))
+    doc: dict[str, Any] = {"text": draw(doc_text), "metadata": meta}
+    maybe(draw, doc, "id", doc_ids)
+    maybe(draw, doc, "source", plain_text | sized_str)
+    if kind == "put":
+        doc_id = draw(doc_ids)
+        doc.pop("id", None)
+        path = "/v1/memories/" + quote(doc_id.encode("utf-8", "surrogatepass"), safe="/")
+        return json_req(draw, "PUT", path, doc, "/v1/memories/{doc_id}")
+    docs = [doc]
+    if kind == "batch":
+        docs += [{"text": draw(doc_text), "metadata": draw(limit_metadata)} for _ in range(draw(st.integers(1, 40)))]
+    body: dict[str, Any] = {"memories": docs}
+    maybe(draw, body, "namespace", namespaces)
+    return json_req(draw, "POST", "/v1/memories", body, "/v1/memories")
+
+
+ENCODINGS = ["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "latin-1", "cp1252"]
+ENCODINGS += ["shift_jis", "koi8-r", "gb18030", "ascii", "iso-8859-7", "mac-roman"]
+SUFFIXES = [".md", ".txt", ".rst", ".html", ".json", ".jsonl", ".pdf", ".bin", "", ".MD", ".tar.gz", ".txt.exe"]
+STEMS = ["note", "../../etc/passwd", "..", "", ".hidden", "a" * 300, "dir/sub/f", "C:\\win\\f", "ünï", "x y", "a\x00b"]
+file_names = st.builds(str.__add__, st.sampled_from(STEMS) | plain_text, st.sampled_from(SUFFIXES))
+PART_TYPES = [None, "text/plain", "application/octet-stream", "application/json; charset=utf-16", "text/html", "x/y"]
+CONTENT_KINDS = ["text"] * 6 + ["bytes"] * 3 + ["records"] * 3 + ["jsonl"] * 2 + ["html", "empty"]
+CONTENT_KINDS += ["huge_text", "huge_bytes", "over_limit"]
+
+
+@st.composite
+def file_content(draw: Any) -> bytes:
+    kind = draw(st.sampled_from(CONTENT_KINDS))
+    enc = draw(st.sampled_from(ENCODINGS))
+    if kind == "text":
+        return draw(doc_text | wild_text).encode(enc, "replace" if "surrogate" not in enc else "strict")
+    if kind == "bytes":
+        return draw(st.binary(max_size=4096))
+    if kind in ("records", "jsonl"):
+        recs = [
+            {"text": draw(doc_text), "id": draw(doc_ids | json_scalars), "metadata": draw(metadata_strategy)}
+            for _ in range(draw(st.integers(0, 5)))
+        ]
+        recs += draw(st.lists(json_values, max_size=2))
+        if kind == "records":
+            return encode_json(recs, draw(st.sampled_from(["ascii", "utf8"])))
+        return b"\n".join(encode_json(r, "ascii") for r in recs) + draw(st.sampled_from([b"", b"\n{bad", b"\n\n"]))
+    if kind == "html":
+        body = draw(doc_text).encode(enc, "replace")
+        return b"<html><head><meta charset=" + enc.encode() + b"><script>x()</script></head><body>" + body
+    if kind == "huge_text":
+        return ("HEL-4040 pool timeout " * draw(st.sampled_from([50_000, 100_000]))).encode()
+    if kind == "huge_bytes":
+        return random.Random(draw(st.integers(0, 2**32))).randbytes(draw(st.sampled_from([2**20, 4 * 2**20])))
+    if kind == "over_limit":
+        return b"a" * (MAX_UPLOAD + 1)
+    return b""
+
+
+form_metadata = (
+    metadata_strategy.map(lambda m: json.dumps(m, ensure_ascii=True))
+    | plain_text
+    | wild_text.map(lambda s: s.encode("utf-8", "surrogatepass").decode("utf-8", "replace"))
+    | st.sampled_from(['{"a": NaN}', "[1]", "null", "{" * 2000, '{"k": "' + "v" * 2_000_000 + '"}'])
+)
+
+
+@st.composite
+def upload_req(draw: Any) -> Req:
+    if draw(st.integers(0, 15)) == 0:  # malformed multipart
+        ctype = draw(st.sampled_from(["multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=XX"]))
+        raw = draw(st.sampled_from([b"", b"--XX\r\n", b"--XX\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XX--", b"garbage"]))
+        return Req("POST", "/v1/documents", body=raw + draw(st.binary(max_size=200)), headers={"Content-Type": ctype}).with_route(
+            "/v1/documents"
+        )
+    n = draw(st.sampled_from([0, 1, 1, 1, 1, 2, 3, 4, 257]))
+    part = draw(st.sampled_from(["files"] * 8 + ["file", "files[]"]))
+    files = []
+    for i in range(n):
+        content = draw(file_content()) if i < 4 else b"tiny"
+        ctype = draw(st.sampled_from(PART_TYPES))
+        files.append((part, (draw(file_names), content) if ctype is None else (draw(file_names), content, ctype)))
+    data: dict[str, str] = {}
+    if draw(st.booleans()):
+        data["metadata"] = draw(form_metadata)
+    maybe(draw, data, "id", doc_ids)
+    maybe(draw, data, "namespace", namespaces.filter(lambda x: x is not None))
+    maybe(draw, data, "unknown_field", plain_text)
+    return Req("POST", "/v1/documents", files=files or None, data=data or None).with_route("/v1/documents")
+
+
+ALL_ROUTES = [
+    ("POST", "/v1/query"),
+    ("POST", "/v1/answer"),
+    ("POST", "/v1/memories"),
+    ("GET", "/v1/memories/{doc_id}"),
+    ("PUT", "/v1/memories/{doc_id}"),
+    ("DELETE", "/v1/memories/{doc_id}"),
+    ("POST", "/v1/documents"),
+    ("POST", "/v1/graph/build"),
+    ("POST", "/v1/graph/update"),
+    ("GET", "/v1/graph/status"),
+    ("POST", "/v1/graph/global"),
+    ("GET", "/v1/stats"),
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/redoc"),
+    ("GET", "/docs/oauth2-redirect"),
+    ("GET", "/docs/assets/{asset}"),
+    ("GET", "/{unknown}"),
+]
+ROUTE_FIELDS = {
+    "/v1/query": QUERY_KEYS,
+    "/v1/answer": ["question", "top_k", "metadata_filter", "rerank", "reranker", "namespace", "query_id"],
+    "/v1/memories": ["memories", "namespace"],
+    "/v1/memories/{doc_id}": ["text", "metadata", "source"],
+    "/v1/graph/global": ["question", "level", "namespace"],
+}
+ASSETS = ["swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "redoc.standalone.js", "../../../etc/passwd", "%2e%2e/x"]
+METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
+CONTENT_TYPES = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded"]
+CONTENT_TYPES += ["multipart/form-data", "application/json; charset=latin-1", "application/vnd.api+json", ""]
+
+
+@st.composite
+def any_json_req(draw: Any) -> Req:
+    method, route = draw(st.sampled_from(ALL_ROUTES))
+    if draw(st.integers(0, 4)) == 0:
+        method = draw(st.sampled_from(METHODS))
+    seg = draw(doc_ids | wild_text | st.sampled_from(ASSETS))
+    safe = draw(st.sampled_from(["", "/"]))
+    path = route.replace("{doc_id}", "{x}").replace("{asset}", "{x}").replace("{unknown}", "{x}")
+    path = path.replace("{x}", quote(seg.encode("utf-8", "surrogatepass"), safe=safe))
+    fields = ROUTE_FIELDS.get(route, ["namespace"])
+    body = draw(st.dictionaries(st.sampled_from([*fields, "extra"]), json_values, max_size=4) | json_values)
+    how = draw(st.sampled_from(["ascii", "utf8", "nan", "none"]))
+    headers = {}
+    ctype = draw(st.sampled_from(CONTENT_TYPES))
+    if ctype:
+        headers["Content-Type"] = ctype
+    params = draw(st.dictionaries(st.sampled_from(["namespace", "top_k", "x"]) | plain_text, plain_text, max_size=3))
+    raw = None if how == "none" else encode_json(body, how)
+    return Req(method, path, headers=headers, params=params or None, body=raw).with_route(route)
+
+
+NONSTANDARD = [
+    b'{"search_text": NaN}',
+    b'{"search_text": "x", "top_k": Infinity}',
+    b'{"search_text": "x", "top_k": 1e400}',
+    b'{"search_text": "x", "top_k": ' + b"9" * 5000 + b"}",
+    b'{"search_text": "x", "metadata_filter": {"severity": ' + b"1" * 5000 + b"}}",
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"a": ' * 10_000 + b"1" + b"}" * 10_000,
+    b'{"search_text": "x", "search_text": "y"}',
+    b'\xef\xbb\xbf{"search_text": "bom"}',
+    b'{"search_text": "\xff\xfe invalid utf-8"}',
+    b'{"search_text": "x"} trailing',
+    b"",
+    b"null",
+    b"[]",
+    b'"str"',
+    b"\x00\x00\x00",
+]
+PROTOCOL_KINDS = ["no_key", "wrong_key", "other_tenant", "host", "origin", "big_body", "big_upload", "raw", "request_id"]
+
+
+@st.composite
+def protocol_req(draw: Any) -> Req:
+    kind = draw(st.sampled_from(PROTOCOL_KINDS))
+    method, route = draw(st.sampled_from(ALL_ROUTES[:14]))
+    path = route.replace("{doc_id}", "m1")
+    if kind in ("no_key", "wrong_key", "other_tenant", "host", "origin", "request_id"):
+        body = {"search_text": "x", "text": "x", "question": "x", "memories": [{"text": "x"}]}
+        req = Req(method, path, json=body if method in ("POST", "PUT") else None).with_route(route)
+        if kind == "no_key":
+            req.auth = None
+        elif kind == "wrong_key":
+            req.auth = None
+            wrong = draw(st.sampled_from(["Bearer wrong-key-123456", "Basic YTpi", "Bearer ", "bearer " + KEY, KEY]))
+            req.headers = {draw(st.sampled_from(["Authorization", "X-API-Key"])): wrong}
+        elif kind == "other_tenant":
+            req.auth, req.params = KEY_OTHER, {"namespace": draw(st.sampled_from([NS, "other", "x"]))}
+        elif kind == "host":
+            req.headers = {"Host": draw(st.sampled_from(["evil.example", "127.0.0.1.nip.io", "[::2]", "x" * 300, "a b"]))}
+        elif kind == "origin":
+            req.headers = draw(st.sampled_from([{"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}]))
+        else:
+            req.headers = {"X-Request-ID": draw(st.sampled_from(["x" * 65, "ok-1", "a/b=c", "é", "", " "]) | plain_text)}
+        return req
+    if kind == "big_body":
+        size = draw(st.sampled_from([MAX_BODY - 100, MAX_BODY, MAX_BODY + 1, 3 * MAX_BODY]))
+        raw = b'{"search_text": "' + b"a" * max(0, size - 19) + b'"}'
+        return Req("POST", "/v1/query", body=raw, chunked=draw(st.booleans()), headers={"Content-Type": "application/json"}).with_route(
+            "/v1/query"
+        )
+    if kind == "big_upload":
+        raw = b"--XX\r\nContent-Disposition: form-data; name=files; filename=a.txt\r\n\r\n" + b"a" * (MAX_UPLOAD + 10)
+        headers = {"Content-Type": "multipart/form-data; boundary=XX"}
+        return Req("POST", "/v1/documents", body=raw, chunked=True, headers=headers).with_route("/v1/documents")
+    raw = draw(st.sampled_from(NONSTANDARD))
+    path = draw(st.sampled_from(["/v1/query", "/v1/memories", "/v1/answer", "/v1/graph/global", "/v1/memories/m1"]))
+    method = "PUT" if path == "/v1/memories/m1" else "POST"
+    return Req(method, path, body=raw, headers={"Content-Type": "application/json"}).with_route(path)

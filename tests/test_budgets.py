@@ -108,6 +108,7 @@ def test_deadline_is_the_statement_timeout_on_postgres(pg_url: str) -> None:
         assert time.monotonic() - t0 < 2.5  # stopped by the server, not after the sleep
         with store._conn() as conn:  # type: ignore[attr-defined]
             assert conn.execute("SHOW statement_timeout").fetchone()[0] == "30s"  # back to the default
+            assert conn.execute("SHOW work_mem").fetchone()[0] == "32MB"  # each sort or hash is capped
 
 
 def test_deadline_travels_to_other_threads() -> None:

@@ -182,6 +182,19 @@ def test_stats_reports_damage_found_after_the_open(store: Path, tmp_path: Path, 
     assert r.exception is None or isinstance(r.exception, SystemExit)
 
 
+def test_search_reports_damage_found_after_the_open(store: Path, monkeypatch) -> None:
+    """A search that meets damaged pages after the open (checked in part, or damaged since) is a
+    StoreError naming the file and `hybridmem check`, not a bare sqlite3 error (a 500 in serve)."""
+    from hybridmem.store.sqlite import SQLiteStore
+
+    damage_table(store, "documents")
+    monkeypatch.setattr(SQLiteStore, "_verify_once", lambda self: None, raising=False)
+    with Memory(store, embedder="hash", auto_embed=False) as m:
+        with pytest.raises(StoreError, match="hybridmem check") as e:
+            m.search("term1 term2", mode="bm25", metadata_filter={"k": 1})
+        assert str(store) in str(e.value)
+
+
 # ---------------------------------------------------------------- 0-byte files
 def test_an_empty_file_is_no_store_unless_told_to_create(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"

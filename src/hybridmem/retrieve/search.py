@@ -3,6 +3,7 @@ pre-filter, fuse them with weighted RRF, and build the contract response with pe
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import deadline
-from ..errors import HybridMemError, StoreUnavailableError, ValidationError
+from ..errors import HybridMemError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter, filter_keys, parse_filter
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
@@ -126,6 +127,11 @@ class Searcher:
             except Exception as e:
                 if deadline.expired():  # e.g. SQLite's "interrupted": the deadline stopped it
                     raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from e
+                if isinstance(e, sqlite3.DatabaseError):  # damage the check at open did not see
+                    path = getattr(self.store, "path", "the store")
+                    raise StoreError(
+                        f"reading {path} failed: {e} (run `hybridmem check` on it; restore from a backup)"
+                    ) from e
                 raise
         raise AssertionError("unreachable")
 

@@ -277,6 +277,7 @@ class PostgresStore:
         connect_timeout: float = 10.0,
         hnsw_ef_search: int = 64,
         exact_threshold: int = 20_000,
+        work_mem_mb: int = 32,
     ) -> None:
         self.url = url
         self.path = mask_url(url)
@@ -295,7 +296,12 @@ class PostgresStore:
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
         self._statement_timeout_ms = int(statement_timeout_ms)
-        opts = f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)}"
+        # work_mem caps each sort/hash of a query (a backend holds a few): with the filter budgets and
+        # the statement timeout, one request's memory on the server is bounded
+        opts = (
+            f"-c search_path={schema},public -c statement_timeout={int(statement_timeout_ms)} "
+            f"-c work_mem={max(1, int(work_mem_mb))}MB -c hash_mem_multiplier=1"
+        )
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "options": opts,
