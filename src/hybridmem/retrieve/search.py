@@ -76,7 +76,7 @@ class Searcher:
         0.006 nDCG@10 of BM25 alone where plain RRF lost up to 0.17 (docs/evaluation.md)."""
         if not pending or mode != "hybrid":
             return 1.0, 1.0
-        total = self.store.counts(namespace)["chunks"]
+        total = self.store.chunk_count(namespace)
         c = max(0.0, min(1.0, 1.0 - pending / total)) if total else 1.0
         warnings.append(
             f"{pending} of {total} chunks wait for their vectors: the dense leg ranks the {c:.1%} embedded "

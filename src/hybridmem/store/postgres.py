@@ -1236,6 +1236,14 @@ class PostgresStore:
             "pending_vectors": self.pending_count(namespace),
         }
 
+    def chunk_count(self, namespace: str) -> int:
+        """The namespace's chunks, from its statistics row (kept in each write transaction)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return 0
+        with self._conn() as conn:
+            return int(_one(conn.execute("SELECT n_chunks FROM namespaces WHERE id=%s", (ns,)).fetchone())[0])
+
     def integrity_check(self) -> str:
         """``ok``, or what is inconsistent: chunk statistics, document frequencies, postings, and
         chunks with neither a vector nor a queue entry."""

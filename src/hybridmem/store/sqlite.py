@@ -825,6 +825,13 @@ class SQLiteStore:
             "pending_vectors": self.pending_count(namespace),
         }
 
+    def chunk_count(self, namespace: str) -> int:
+        """The namespace's chunks (one indexed count: what a query needs, not all of :meth:`counts`)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return 0
+        return int(self.reader.execute("SELECT count(*) FROM chunks WHERE ns_id=?", (ns,)).fetchone()[0])
+
     def integrity_check(self) -> str:
         return str(self.reader.execute("PRAGMA integrity_check").fetchone()[0])
 
