@@ -64,7 +64,9 @@ from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# appended, not inserted: ``PYTHONPATH=<checkout>/src python bench/fuzz.py`` tests another checkout (the
+# server process inherits PYTHONPATH too)
+sys.path.append(str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -216,10 +218,6 @@ class Req:
     auth: str | None = KEY  # X-API-Key; None: no key (headers may still carry one)
     route: str = ""  # the route template, for the histogram
 
-    def with_route(self, route: str) -> Req:
-        self.route = route
-        return self
-
 
 class ServerDied(BaseException):
     """The server process is gone: stop generating (a BaseException, so hypothesis does not catch it)."""
@@ -237,6 +235,8 @@ class Recorder:
     sent: int = 0
     by_source: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
+    error_types: Counter = field(default_factory=Counter)  # "422 validation_error"
+    error_examples: dict[str, str] = field(default_factory=dict)  # one message per error type
     by_route: dict[str, Counter] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
     not_sent: Counter = field(default_factory=Counter)
@@ -253,9 +253,10 @@ class Recorder:
             kw["data"] = req.body
         return requests.Request(req.method, self.url + req.path, **kw).prepare()
 
-    def send(self, req: Req | requests.PreparedRequest, source: str, route: str) -> None:
+    def send(self, req: Req | dict[str, Any], source: str, route: str) -> None:
+        """Send one request (a Req, or the requests keyword arguments schemathesis gives) and check its answer."""
         try:
-            prep = req if isinstance(req, requests.PreparedRequest) else self.prepare(req)
+            prep = self.prepare(req) if isinstance(req, Req) else requests.Request(**req).prepare()
             if isinstance(req, Req) and req.chunked and req.body is not None:
                 body = req.body
                 prep.body = (body[i : i + 65536] for i in range(0, len(body), 65536))
@@ -267,22 +268,33 @@ class Recorder:
         except (ValueError, TypeError, UnicodeError, requests.RequestException) as e:
             self.not_sent[f"{source}: {type(e).__name__}"] += 1  # the client library refused to build it
             return
-        self.sent += 1
-        self.by_source[source] += 1
         t0 = time.perf_counter()
         try:
             resp = self.session.send(prep, timeout=(5, 90), allow_redirects=False)
+        except (UnicodeError, requests.exceptions.InvalidHeader) as e:  # http.client refused a header value
+            self.not_sent[f"{source}: {type(e).__name__}"] += 1
+            self.session = requests.Session()
+            return
         except requests.RequestException as e:
+            self.sent += 1
+            self.by_source[source] += 1
             self._fail(prep, saved, source, route, None, f"{type(e).__name__}: {e}")
             self.session = requests.Session()
             if not self.serve.alive():
                 raise ServerDied(f"the server exited with status {self.serve.proc.returncode}") from None
             return
+        self.sent += 1
+        self.by_source[source] += 1
         ms = (time.perf_counter() - t0) * 1000
         self.slowest = sorted([*self.slowest, (round(ms, 1), f"{prep.method} {route} -> {resp.status_code}")])[-10:]
         self.statuses[resp.status_code] += 1
         self.by_route.setdefault(f"{prep.method} {route}", Counter())[resp.status_code] += 1
         problem = check_response(prep.method, resp)
+        if resp.status_code >= 400 and problem is None and prep.method != "HEAD":
+            err = resp.json()["error"]
+            kind = f"{resp.status_code} {err['type']}"
+            self.error_types[kind] += 1
+            self.error_examples.setdefault(kind, f"{prep.method} {route}: {err['message'][:200]}")
         if problem:
             self._fail(prep, saved, source, route, resp.status_code, problem + f"; body: {resp.text[:300]}")
 
@@ -428,8 +440,10 @@ def merge(parts: list[dict]) -> dict:
 
 filter_trees = st.recursive(
     filter_leaf(),
-    lambda inner: st.builds(lambda op, subs: {op: subs}, st.sampled_from(["$and", "$or"]), st.lists(inner, max_size=5))
-    | st.lists(inner, min_size=1, max_size=4).map(merge),
+    lambda inner: (
+        st.builds(lambda op, subs: {op: subs}, st.sampled_from(["$and", "$or"]), st.lists(inner, max_size=5))
+        | st.lists(inner, min_size=1, max_size=4).map(merge)
+    ),
     max_leaves=30,
 )
 
@@ -469,7 +483,9 @@ doc_text = (
     | wild_text
     | st.sampled_from(["", " ", "\x00", "\ud800", "word " * 20_000])
 )
-doc_ids = st.sampled_from(["m1", "m2", "runbooks/db/pool", "a" * 512, "a" * 513, "../x", "%2e%2e", "id sp", "ü"]) | plain_text
+doc_ids = (
+    st.sampled_from(["m1", "m2", "runbooks/db/pool", "a" * 512, "a" * 513, "../x", "%2e%2e", "id sp", "ü"]) | plain_text
+)
 QUERY_KEYS = ["search_text", "top_k", "mode", "metadata_filter", "hybrid_params", "fetch_k", "namespace", "rerank"]
 HYBRID_KEYS = ["dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight", "bogus"]
 
@@ -483,9 +499,9 @@ def json_req(draw: Any, method: str, path: str, body: Any, route: str, auth: str
     """``body`` sent as JSON: through requests (valid JSON), or as bytes written by encode_json."""
     how = draw(st.sampled_from(["json", "json", "ascii", "utf8", "nan"]))
     if how == "json":
-        return Req(method, path, json=body, auth=auth, params=None, headers={}, data=None).with_route(route)
-    return Req(method, path, body=encode_json(body, how), headers={"Content-Type": "application/json"}, auth=auth).with_route(
-        route
+        return Req(method, path, json=body, auth=auth, route=route)
+    return Req(
+        method, path, body=encode_json(body, how), headers={"Content-Type": "application/json"}, auth=auth, route=route
     )
 
 
@@ -578,10 +594,22 @@ form_metadata = (
 @st.composite
 def upload_req(draw: Any) -> Req:
     if draw(st.integers(0, 15)) == 0:  # malformed multipart
-        ctype = draw(st.sampled_from(["multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=XX"]))
-        raw = draw(st.sampled_from([b"", b"--XX\r\n", b"--XX\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XX--", b"garbage"]))
-        return Req("POST", "/v1/documents", body=raw + draw(st.binary(max_size=200)), headers={"Content-Type": ctype}).with_route(
-            "/v1/documents"
+        ctype = draw(
+            st.sampled_from(
+                ["multipart/form-data", "multipart/form-data; boundary=", "multipart/form-data; boundary=XX"]
+            )
+        )
+        raw = draw(
+            st.sampled_from(
+                [b"", b"--XX\r\n", b"--XX\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XX--", b"garbage"]
+            )
+        )
+        return Req(
+            "POST",
+            "/v1/documents",
+            body=raw + draw(st.binary(max_size=200)),
+            headers={"Content-Type": ctype},
+            route="/v1/documents",
         )
     n = draw(st.sampled_from([0, 1, 1, 1, 1, 2, 3, 4, 257]))
     part = draw(st.sampled_from(["files"] * 8 + ["file", "files[]"]))
@@ -596,7 +624,7 @@ def upload_req(draw: Any) -> Req:
     maybe(draw, data, "id", doc_ids)
     maybe(draw, data, "namespace", namespaces.filter(lambda x: x is not None))
     maybe(draw, data, "unknown_field", plain_text)
-    return Req("POST", "/v1/documents", files=files or None, data=data or None).with_route("/v1/documents")
+    return Req("POST", "/v1/documents", files=files or None, data=data or None, route="/v1/documents")
 
 
 ALL_ROUTES = [
@@ -628,9 +656,21 @@ ROUTE_FIELDS = {
     "/v1/memories/{doc_id}": ["text", "metadata", "source"],
     "/v1/graph/global": ["question", "level", "namespace"],
 }
-ASSETS = ["swagger-ui-bundle.js", "swagger-ui.css", "favicon.png", "redoc.standalone.js", "../../../etc/passwd", "%2e%2e/x"]
+ASSETS = [
+    "swagger-ui-bundle.js",
+    "swagger-ui.css",
+    "favicon.png",
+    "redoc.standalone.js",
+    "../../../etc/passwd",
+    "%2e%2e/x",
+]
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD"]
-CONTENT_TYPES = ["application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded"]
+CONTENT_TYPES = [
+    "application/json",
+    "application/json; charset=utf-8",
+    "text/plain",
+    "application/x-www-form-urlencoded",
+]
 CONTENT_TYPES += ["multipart/form-data", "application/json; charset=latin-1", "application/vnd.api+json", ""]
 
 
@@ -652,7 +692,7 @@ def any_json_req(draw: Any) -> Req:
         headers["Content-Type"] = ctype
     params = draw(st.dictionaries(st.sampled_from(["namespace", "top_k", "x"]) | plain_text, plain_text, max_size=3))
     raw = None if how == "none" else encode_json(body, how)
-    return Req(method, path, headers=headers, params=params or None, body=raw).with_route(route)
+    return Req(method, path, headers=headers, params=params or None, body=raw, route=route)
 
 
 NONSTANDARD = [
@@ -673,7 +713,17 @@ NONSTANDARD = [
     b'"str"',
     b"\x00\x00\x00",
 ]
-PROTOCOL_KINDS = ["no_key", "wrong_key", "other_tenant", "host", "origin", "big_body", "big_upload", "raw", "request_id"]
+PROTOCOL_KINDS = [
+    "no_key",
+    "wrong_key",
+    "other_tenant",
+    "host",
+    "origin",
+    "big_body",
+    "big_upload",
+    "raw",
+    "request_id",
+]
 
 
 @st.composite
@@ -683,7 +733,7 @@ def protocol_req(draw: Any) -> Req:
     path = route.replace("{doc_id}", "m1")
     if kind in ("no_key", "wrong_key", "other_tenant", "host", "origin", "request_id"):
         body = {"search_text": "x", "text": "x", "question": "x", "memories": [{"text": "x"}]}
-        req = Req(method, path, json=body if method in ("POST", "PUT") else None).with_route(route)
+        req = Req(method, path, json=body if method in ("POST", "PUT") else None, route=route)
         if kind == "no_key":
             req.auth = None
         elif kind == "wrong_key":
@@ -693,23 +743,238 @@ def protocol_req(draw: Any) -> Req:
         elif kind == "other_tenant":
             req.auth, req.params = KEY_OTHER, {"namespace": draw(st.sampled_from([NS, "other", "x"]))}
         elif kind == "host":
-            req.headers = {"Host": draw(st.sampled_from(["evil.example", "127.0.0.1.nip.io", "[::2]", "x" * 300, "a b"]))}
+            req.headers = {
+                "Host": draw(st.sampled_from(["evil.example", "127.0.0.1.nip.io", "[::2]", "x" * 300, "a b"]))
+            }
         elif kind == "origin":
-            req.headers = draw(st.sampled_from([{"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}]))
+            req.headers = draw(
+                st.sampled_from(
+                    [{"Origin": "http://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}]
+                )
+            )
         else:
-            req.headers = {"X-Request-ID": draw(st.sampled_from(["x" * 65, "ok-1", "a/b=c", "é", "", " "]) | plain_text)}
+            req.headers = {
+                "X-Request-ID": draw(st.sampled_from(["x" * 65, "ok-1", "a/b=c", "é", "", " "]) | plain_text)
+            }
         return req
     if kind == "big_body":
         size = draw(st.sampled_from([MAX_BODY - 100, MAX_BODY, MAX_BODY + 1, 3 * MAX_BODY]))
         raw = b'{"search_text": "' + b"a" * max(0, size - 19) + b'"}'
-        return Req("POST", "/v1/query", body=raw, chunked=draw(st.booleans()), headers={"Content-Type": "application/json"}).with_route(
-            "/v1/query"
+        return Req(
+            "POST",
+            "/v1/query",
+            body=raw,
+            chunked=draw(st.booleans()),
+            headers={"Content-Type": "application/json"},
+            route="/v1/query",
         )
     if kind == "big_upload":
         raw = b"--XX\r\nContent-Disposition: form-data; name=files; filename=a.txt\r\n\r\n" + b"a" * (MAX_UPLOAD + 10)
         headers = {"Content-Type": "multipart/form-data; boundary=XX"}
-        return Req("POST", "/v1/documents", body=raw, chunked=True, headers=headers).with_route("/v1/documents")
+        return Req("POST", "/v1/documents", body=raw, chunked=True, headers=headers, route="/v1/documents")
     raw = draw(st.sampled_from(NONSTANDARD))
     path = draw(st.sampled_from(["/v1/query", "/v1/memories", "/v1/answer", "/v1/graph/global", "/v1/memories/m1"]))
     method = "PUT" if path == "/v1/memories/m1" else "POST"
-    return Req(method, path, body=raw, headers={"Content-Type": "application/json"}).with_route(path)
+    return Req(method, path, body=raw, headers={"Content-Type": "application/json"}, route=path)
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+SHARES = {"openapi": 0.50, "metadata": 0.12, "filters": 0.15, "uploads": 0.12, "json": 0.08, "protocol": 0.03}
+CUSTOM = {
+    "metadata": metadata_req(),
+    "filters": query_req(),
+    "uploads": upload_req(),
+    "json": any_json_req(),
+    "protocol": protocol_req(),
+}
+TOP_UP = st.one_of(*CUSTOM.values())
+
+
+def drive(strategy: Any, n: int, seed: int, handle: Any) -> None:
+    """``handle`` each of ``n`` examples of ``strategy``, generated from ``seed`` (no shrinking: a
+    failure is recorded by the recorder, and generation goes on)."""
+    if n <= 0:
+        return
+
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @hseed(seed)
+    @given(strategy)
+    def run(x: Any) -> None:
+        handle(x)
+
+    run()
+
+
+def fuzz_openapi(rec: Recorder, n: int, seed: int) -> dict[str, int]:
+    """schemathesis: positive and negative cases for every operation of the live spec, n in all."""
+    import schemathesis
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+
+    schema = schemathesis.openapi.from_url(rec.url + "/openapi.json")
+    ops = [r.ok() for r in schema.get_all_operations()]
+    pairs = [(op, mode) for op in ops for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]
+    per = max(1, n // len(pairs))
+    sent: dict[str, int] = {}
+    for i, (op, mode) in enumerate(pairs):
+        before = rec.sent
+
+        def handle(case: Any, op: Any = op) -> None:
+            kw = case.as_transport_kwargs(base_url=rec.url, headers={"X-API-Key": KEY})
+            kw = {
+                k: v
+                for k, v in kw.items()
+                if k in ("method", "url", "headers", "params", "cookies", "json", "data", "files")
+            }
+            rec.send(kw, "openapi", op.path)
+
+        try:
+            drive(op.as_strategy(generation_mode=mode), per, seed + i, handle)
+        except Unsatisfiable:  # no invalid request exists for an operation without inputs (GET /healthz)
+            pass
+        sent[f"{op.method.upper()} {op.path} {mode.value}"] = rec.sent - before
+    return sent
+
+
+def seed_store(url: str) -> None:
+    """A few documents with the metadata keys the generated filters use, in both namespaces."""
+    docs = [
+        {
+            "id": f"m{i}",
+            "text": f"HTTP 50{i % 10} on billing pool HEL-40{i} timeout replica",
+            "metadata": {"environment": ["production", "staging", "dev"][i % 3], "severity": i % 4, "k000": f"v{i}"},
+        }
+        for i in range(30)
+    ]
+    with httpx.Client(base_url=url, headers={"X-API-Key": KEY}, timeout=60) as c:
+        for ns in (NS, "other"):
+            c.post("/v1/memories", json={"memories": docs, "namespace": ns}).raise_for_status()
+
+
+def fuzz_backend(backend: str, n: int, seed: int, workdir: Path, out_dir: Path, pg: Postgres | None) -> dict:
+    db = str(workdir / "fuzz.db") if backend == "sqlite" else pg.new_database()  # type: ignore[union-attr]
+    serve = Serve(db, workdir / f"server-{backend}.log", API_KEYS, NS)
+    serve.wait_ready()
+    seed_store(serve.url)
+    rec = Recorder(serve.url, serve, backend, out_dir)
+    t0 = time.perf_counter()
+    crash, openapi_ops = None, {}
+    plan = {name: round(n * share) for name, share in SHARES.items()}
+    try:
+        openapi_ops = fuzz_openapi(rec, plan["openapi"], seed)
+        for k, (name, strategy) in enumerate(CUSTOM.items()):
+            print(f"[{backend}] {rec.sent} sent; {name}: {plan[name]}", file=sys.stderr, flush=True)
+            drive(strategy, plan[name], seed + 100 + k, lambda r, name=name: rec.send(r, name, r.route))
+        for attempt in range(5):  # schemathesis stops early on operations with few distinct inputs
+            if rec.sent >= n:
+                break
+            drive(TOP_UP, n - rec.sent, seed + 200 + attempt, lambda r: rec.send(r, "top-up", r.route))
+    except ServerDied as e:
+        crash = str(e)
+    wall = time.perf_counter() - t0
+    stats = None
+    try:
+        alive = serve.alive() and httpx.get(serve.url + "/healthz", timeout=10).status_code == 200
+        stats = httpx.get(serve.url + "/v1/stats", headers={"X-API-Key": KEY}, timeout=30).json()
+    except httpx.HTTPError:
+        alive = False
+    exited = serve.stop()
+    log = serve.log_path.read_text(errors="replace")
+    return {
+        "backend": backend,
+        "requests": rec.sent,
+        "wall_s": round(wall, 1),
+        "requests_per_s": round(rec.sent / wall, 1) if wall else None,
+        "by_source": dict(rec.by_source),
+        "status_histogram": {str(k): v for k, v in sorted(rec.statuses.items())},
+        "error_types": dict(sorted(rec.error_types.items())),
+        "error_examples": rec.error_examples,
+        "responses_5xx": sum(v for k, v in rec.statuses.items() if k >= 500),
+        "failures": len(rec.failures),
+        "failure_details": rec.failures[:50],
+        "by_route": {r: {str(k): v for k, v in sorted(c.items())} for r, c in sorted(rec.by_route.items())},
+        "openapi_cases": openapi_ops,
+        "not_sent": dict(rec.not_sent),
+        "slowest_ms": rec.slowest[::-1],
+        "server_alive_at_end": alive and exited is None,
+        "crash": crash,
+        "server_log_tracebacks": log.count("Traceback (most recent call last)"),
+        "server_log_error_records": sum(1 for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line),
+        "server_log_first_traceback": log[log.find("Traceback") :][:3000] if "Traceback" in log else None,
+        "store_after": {k: (stats or {}).get(k) for k in ("documents", "chunks", "vectors", "pending_vectors")},
+    }
+
+
+def report(r: dict) -> None:
+    print(
+        f"\n[{r['backend']}] {r['requests']} requests in {r['wall_s']} s ({r['requests_per_s']}/s); "
+        f"by source {r['by_source']}\n  status histogram {r['status_histogram']}\n"
+        f"  5xx: {r['responses_5xx']}; failures (5xx, 4xx shape, transport): {r['failures']}; "
+        f"server alive at end: {r['server_alive_at_end']}; crash: {r['crash']}; "
+        f"tracebacks in the server log: {r['server_log_tracebacks']}",
+        file=sys.stderr,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=20_000, help="total, split over the backends (default 20000)")
+    ap.add_argument("--seed", type=int, default=None, help="default: random (printed)")
+    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    ap.add_argument("--out", type=Path, help="default bench/results/fuzz/<date>.json")
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(2**31)
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    today = dt.date.today().isoformat()
+    out = args.out or ROOT / "bench" / "results" / "fuzz" / f"{today}.json"
+    print(f"fuzz: {args.requests} requests over {', '.join(backends)}, seed {seed}", file=sys.stderr)
+    info = {"seed": seed, "requests_target": args.requests, "date": today, "python": platform.python_version()}
+    info.update(cpus=os.cpu_count(), load_avg_before=[round(x, 2) for x in os.getloadavg()], **code_info())
+    results = []
+    pg = Postgres() if "postgres" in backends else None
+    try:
+        for i, backend in enumerate(backends):
+            share = args.requests // len(backends) + (args.requests % len(backends) if i == 0 else 0)
+            with tempfile.TemporaryDirectory(prefix=f"hybridmem-fuzz-{backend}-") as tmp:
+                results.append(fuzz_backend(backend, share, seed, Path(tmp), out.with_suffix(""), pg))
+            report(results[-1])
+    finally:
+        if pg is not None:
+            pg.stop()
+    total = {
+        "requests": sum(r["requests"] for r in results),
+        "responses_5xx": sum(r["responses_5xx"] for r in results),
+        "failures": sum(r["failures"] for r in results),
+        "crashes": sum(1 for r in results if not r["server_alive_at_end"]),
+    }
+    result = {**info, "total": total, "backends": results, "load_avg_after": [round(x, 2) for x in os.getloadavg()]}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    print(f"\nseed {seed}: {total}; written to {out}", file=sys.stderr)
+    if total["failures"] or total["crashes"] or total["responses_5xx"]:
+        sys.exit(1)
+
+
+def code_info() -> dict[str, Any]:
+    """Which hybridmem ran (the server process imports the same one) and the checkout's commit."""
+    import hybridmem
+
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    return {
+        "hybridmem_src": str(Path(hybridmem.__file__).parents[1]),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "working_tree_src_dirty": bool(git("status", "--porcelain", "src")),
+    }
+
+
+if __name__ == "__main__":
+    main()

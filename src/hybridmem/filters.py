@@ -24,6 +24,8 @@ from .errors import FilterError
 
 __all__ = [
     "Cond",
+    "Sys",
+    "SYSTEM_COLUMNS",
     "And",
     "Or",
     "Filter",
@@ -64,6 +66,25 @@ class Cond:
     value: Any
 
 
+#: the columns of a memory's time (epoch seconds) a :class:`Sys` condition reads
+SYSTEM_COLUMNS = ("occurred_at", "recorded_at", "valid_to")
+
+
+@dataclass(frozen=True)
+class Sys:
+    """A condition on a memory's own time column (not its metadata), built by the search from a
+    request's ``time_range``, ``as_of`` and visibility, never parsed from a user filter: ``op`` is a
+    comparison (``$gt``, ``$gte``, ``$lt``, ``$lte``) with an epoch-seconds ``value``, or
+    ``$exists`` (true: the column is set)."""
+
+    column: str
+    op: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        assert self.column in SYSTEM_COLUMNS and self.op in ("$gt", "$gte", "$lt", "$lte", "$exists")
+
+
 @dataclass(frozen=True)
 class And:
     parts: tuple["Filter", ...]
@@ -74,7 +95,7 @@ class Or:
     parts: tuple["Filter", ...]
 
 
-Filter = Union[Cond, And, Or]
+Filter = Union[Cond, Sys, And, Or]
 
 
 def _check_int(v: Any, where: str) -> None:
@@ -162,7 +183,7 @@ def _size(f: Filter | None) -> tuple[int, int]:
     """(conditions, values) of a parsed filter."""
     if f is None:
         return 0, 0
-    if isinstance(f, Cond):
+    if isinstance(f, (Cond, Sys)):
         return 1, len(f.value) if isinstance(f.value, tuple) else 1
     sizes = [_size(p) for p in f.parts]
     return sum(c for c, _ in sizes), sum(v for _, v in sizes)
@@ -208,6 +229,8 @@ def filter_keys(f: Filter | None) -> set[str]:
         return set()
     if isinstance(f, Cond):
         return {f.key}
+    if isinstance(f, Sys):
+        return set()
     return set().union(*(filter_keys(p) for p in f.parts))
 
 
@@ -228,6 +251,12 @@ def value_kind(v: Any) -> str:
 
 
 _MISSING = object()
+_COMPARE = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
 
 
 def _eq(a: Any, b: Any) -> bool:
@@ -237,14 +266,20 @@ def _eq(a: Any, b: Any) -> bool:
     return ka == kb and a == b
 
 
-def matches(f: Filter | None, metadata: dict[str, Any]) -> bool:
-    """Evaluate a parsed filter on one metadata dict (same semantics as the SQL compilations)."""
+def matches(f: Filter | None, metadata: dict[str, Any], times: dict[str, float | None] | None = None) -> bool:
+    """Evaluate a parsed filter on one metadata dict (same semantics as the SQL compilations);
+    ``times``: the memory's time columns, for :class:`Sys` conditions."""
     if f is None:
         return True
     if isinstance(f, And):
-        return all(matches(p, metadata) for p in f.parts)
+        return all(matches(p, metadata, times) for p in f.parts)
     if isinstance(f, Or):
-        return any(matches(p, metadata) for p in f.parts)
+        return any(matches(p, metadata, times) for p in f.parts)
+    if isinstance(f, Sys):
+        t = (times or {}).get(f.column)
+        if f.op == "$exists":
+            return (t is not None) == bool(f.value)
+        return t is not None and _COMPARE[f.op](t, f.value)
     a = metadata.get(f.key, _MISSING)
     op, v = f.op, f.value
     if op == "$eq":

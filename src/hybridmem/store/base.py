@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = [
     "WritePlan",
     "DOCUMENT_COLUMNS",
     "document_record",
+    "iso_time",
     "plan_writes",
     "check_embedder",
 ]
@@ -55,10 +57,18 @@ class ChunkRow:
     text: str
     source: str | None
     metadata: dict[str, Any]
+    #: the memory's times (epoch seconds) and version (see ``store.history_sql``)
+    occurred_at: float | None = None
+    recorded_at: float | None = None
+    valid_to: float | None = None
+    version: int = 1
 
 
 #: the documents columns ``get_document`` reads, in the order :func:`document_record` takes them
-DOCUMENT_COLUMNS = "doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at"
+DOCUMENT_COLUMNS = (
+    "doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at, occurred_at, recorded_at, valid_to, "
+    "version, head_id"
+)
 
 
 def document_record(row: Sequence[Any], metadata: dict[str, Any], chunks: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -72,8 +82,20 @@ def document_record(row: Sequence[Any], metadata: dict[str, Any], chunks: Sequen
         "n_chunks": len(chunks),  # the documents row counts the chunks written; a chunk may be deleted since
         "created_at": row[5],
         "updated_at": row[6],
+        "occurred_at": iso_time(row[7]),
+        "recorded_at": iso_time(row[8]),
+        "valid_to": iso_time(row[9]),
+        "version": int(row[10] or 1),
+        "head_id": row[11],
         "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
     }
+
+
+def iso_time(t: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 UTC (milliseconds), as the API shows every time."""
+    if t is None:
+        return None
+    return datetime.fromtimestamp(float(t), timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -90,6 +112,15 @@ class PreparedDocument:
     text_hashes: list[str]
     #: explicit chunk ids (``migrate`` keeps the source's); default ``{doc_id}_p{n}``
     chunk_ids: list[str] | None = None
+    #: when it happened or was said (epoch seconds, UTC); None = when it is written
+    occurred_at: float | None = None
+    #: an update keeps the version it replaces (retired, see ``store.history_sql``) instead of dropping it
+    keep_history: bool = False
+    #: the scoped key a memory was written with (``user_id``, ``agent_id``, ``key``): the write retires
+    #: the current memory holding it
+    mem_key: str | None = None
+    #: why this version was written (an update, a supersession, a conflict check's decision)
+    reason: str | None = None
 
     def chunk_id(self, i: int) -> str:
         """The id of chunk ``i`` (from 1)."""

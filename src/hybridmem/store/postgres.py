@@ -53,7 +53,7 @@ from ..config import BM25_K1 as K1
 from ..errors import EmbedderMismatchError, NotFoundError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKENIZER_VERSION
-from . import graph_sql
+from . import graph_sql, history_sql
 from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .sql_filters import to_pg_sql
 
@@ -199,8 +199,26 @@ DROP INDEX chunks_metadata;
 ALTER TABLE chunks DROP COLUMN metadata;
 """
 
+# time and versions of a memory (store/history_sql.py): existing documents occurred and were
+# recorded when they were created
+_M3 = """
+ALTER TABLE documents ADD COLUMN occurred_at DOUBLE PRECISION;
+ALTER TABLE documents ADD COLUMN recorded_at DOUBLE PRECISION;
+ALTER TABLE documents ADD COLUMN valid_to DOUBLE PRECISION;
+ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE documents ADD COLUMN head_id TEXT;
+ALTER TABLE documents ADD COLUMN mem_key TEXT;
+ALTER TABLE documents ADD COLUMN change_reason TEXT;
+UPDATE documents SET occurred_at = extract(epoch FROM created_at::timestamptz),
+                     recorded_at = extract(epoch FROM updated_at::timestamptz);
+CREATE INDEX documents_by_time ON documents (ns_id, occurred_at);
+CREATE INDEX documents_by_head ON documents (ns_id, head_id) WHERE head_id IS NOT NULL;
+CREATE INDEX documents_by_key ON documents (ns_id, mem_key) WHERE mem_key IS NOT NULL;
+CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS NOT NULL;
+"""
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -588,7 +606,7 @@ class PostgresStore:
         res = WriteResult()
         if not docs:
             return res
-        now = _now()
+        now, at = _now(), history_sql.now_epoch()
         try:
             with self._wlock, self._conn() as conn, conn.transaction():
                 ns = self._lock_ns(conn, namespace, create=True)
@@ -606,16 +624,24 @@ class PostgresStore:
                 old_vecs: dict[tuple[str, str], str] = {}  # (doc_id, text_hash) -> vector text
                 removed_chunks: list[int] = []
                 removed_vecs: list[int] = []
+                versions: dict[str, int] = {}
+                kept = {d.doc_id for d, _ in todo if d.keep_history}  # replaced versions retired, not dropped
                 if replaced:
+                    versions = dict(
+                        conn.execute(
+                            "SELECT doc_id, version FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced)
+                        ).fetchall()
+                    )
                     old = conn.execute(
                         "SELECT c.id, c.doc_id, c.text_hash, v.embedding::text FROM chunks c LEFT JOIN vectors v "
                         "ON v.chunk_rowid = c.id WHERE c.ns_id=%s AND c.doc_id = ANY(%s)",
                         (ns, replaced),
                     ).fetchall()
                     old_vecs = {(doc, h): v for _, doc, h, v in old if v is not None}
-                    removed_vecs = [i for i, _, _, v in old if v is not None]
-                    removed_chunks = [i for i, _, _, _ in old]
+                    removed_vecs = [i for i, doc, _, v in old if v is not None and doc not in kept]
+                    removed_chunks = [i for i, doc, _, _ in old if doc not in kept]
                     self._delete_chunk_rows(conn, ns, removed_chunks)
+                retired = self._retire_for(conn, ns, [d for d, _ in todo], set(replaced) & kept, at)
                 n_new = sum(len(d.chunks) for d, _ in todo)
                 rowids = [
                     r[0]
@@ -624,16 +650,17 @@ class PostgresStore:
                     )
                 ]
                 doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, total_len, keys = self._write_rows(
-                    ns, todo, rowids, old_vecs, now, res
+                    ns, todo, rowids, old_vecs, (now, at, versions), res
                 )
-                if replaced:
+                if replaced:  # (the retired ones were renamed: this drops the others)
                     conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced))
                 self._insert_rows(conn, ns, doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, keys)
                 conn.execute(
                     "UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
                     (len(chunk_rows), total_len, ns),
                 )
-                added_chunks = [r[0] for r in chunk_rows]
+                added_chunks = [r[0] for r in chunk_rows] + retired  # a retired chunk: its visibility changed
+                removed_chunks += retired
                 added_vecs = [r[0] for r in vec_rows]
                 if added_vecs or removed_vecs:
                     res.vec_changes.append((namespace, self._bump(conn, ns), added_vecs, removed_vecs))
@@ -657,7 +684,7 @@ class PostgresStore:
         todo: Sequence[tuple[PreparedDocument, str]],
         rowids: Sequence[int],
         old_vecs: dict[tuple[str, str], str],
-        now: str,
+        when: tuple[str, float, dict[str, int]],
         res: WriteResult,
     ) -> tuple[
         list[tuple[Any, ...]],
@@ -676,10 +703,16 @@ class PostgresStore:
         total_len = 0
         keys: set[str] = set()
         it = iter(rowids)
+        now, at, versions = when
         for d, created in todo:
             meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
             keys.update(d.metadata)
-            doc_rows.append((ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now))
+            occurred = d.occurred_at if d.occurred_at is not None else at
+            version = versions.get(d.doc_id, 0) + 1
+            doc_rows.append(
+                (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now)
+                + (occurred, at, version, d.mem_key, d.reason)
+            )
             for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
                 rid = next(it)
                 terms = toks.split()
@@ -727,7 +760,12 @@ class PostgresStore:
     ) -> None:
         """The rows of one write, in bulk (COPY), and the term and metadata-key statistics."""
         with conn.cursor() as cur:
-            cur.executemany("INSERT INTO documents VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s)", doc_rows)
+            cur.executemany(
+                "INSERT INTO documents (ns_id, doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at, "
+                "occurred_at, recorded_at, version, mem_key, change_reason) "
+                "VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                doc_rows,
+            )
             self._copy(
                 cur,
                 "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, "
@@ -773,6 +811,62 @@ class PostgresStore:
         with cur.copy(f"COPY {target} FROM STDIN") as cp:
             for r in rows:
                 cp.write_row(r)
+
+    @staticmethod
+    def _retire_for(
+        conn: psycopg.Connection, ns: int, docs: Sequence[PreparedDocument], keep: set[str], at: float
+    ) -> list[int]:
+        """Retire, in the write's transaction, the replaced versions kept as history (``keep``) and
+        the current holders of the keys the write's documents carry; returns the retired rowids."""
+        db = _Qmark(conn)
+        out: list[int] = []
+        for d in docs:
+            if d.mem_key:
+                holder = history_sql.current_by_key(db, ns, d.mem_key)
+                if holder is not None and holder != d.doc_id:
+                    r = history_sql.retire(db, ns, holder, at, f"superseded by {d.doc_id} (same key)")
+                    out += r[1] if r else []
+        for doc_id in sorted(keep):
+            r = history_sql.retire(db, ns, doc_id, at, None)
+            out += r[1] if r else []
+        return out
+
+    # ------------------------------------------------------------------ versions (store/history_sql.py)
+    def history(self, namespace: str, doc_id: str) -> list[tuple[Any, ...]]:
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return []
+        with self.snapshot() as db:
+            rows = history_sql.versions(db, ns, doc_id)
+        return [(*r[:-1], r[-1] if isinstance(r[-1], str) else json.dumps(r[-1])) for r in rows]
+
+    def has_history(self, namespace: str) -> bool:
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return False
+        with self.snapshot() as db:
+            return history_sql.has_history(db, ns)
+
+    def key_holder(self, namespace: str, mem_key: str) -> str | None:
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        with self.snapshot() as db:
+            return history_sql.current_by_key(db, ns, mem_key)
+
+    def retire(self, namespace: str, doc_id: str, reason: str | None) -> WriteResult:
+        """A soft delete (see the SQLite store's): the current version stays in the history."""
+        res = WriteResult()
+        with self._wlock, self._conn() as conn, conn.transaction():
+            ns = self._lock_ns(conn, namespace, create=False)
+            retired = (
+                None if ns is None else history_sql.retire(_Qmark(conn), ns, doc_id, history_sql.now_epoch(), reason)
+            )
+            if ns is None or retired is None:
+                raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
+            if retired[1]:
+                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), retired[1], retired[1]))
+        return res
 
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
@@ -831,7 +925,10 @@ class PostgresStore:
                 return found, res
             removed_vecs: list[int] = []
             removed_chunks: list[int] = []
-            for ident in ids:
+            # a hard delete removes every version of a memory (its retired ones are not reported)
+            db = _Qmark(conn)
+            todo = [(i, True) for i in ids] + [(h, False) for i in ids for h in history_sql.history_ids(db, ns, i)]
+            for ident, report in todo:
                 rowids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND doc_id=%s", (ns, ident))]
                 is_doc = (
                     bool(rowids)
@@ -860,7 +957,8 @@ class PostgresStore:
                         "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)",
                         (ns, doc),
                     )
-                found.append(ident)
+                if report:
+                    found.append(ident)
             if removed_vecs:
                 res.vec_changes.append((namespace, self._bump(conn, ns), [], removed_vecs))
             if removed_chunks:
@@ -1155,11 +1253,11 @@ class PostgresStore:
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         with self._conn() as conn:
             rows = conn.execute(
-                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata FROM chunks c {_DOC_JOIN} "
-                "WHERE c.id = ANY(%s)",
+                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, d.occurred_at, d.recorded_at, "
+                f"d.valid_to, d.version FROM chunks c {_DOC_JOIN} WHERE c.id = ANY(%s)",
                 ([int(r) for r in rowids],),
             ).fetchall()
-        return {r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows}
+        return {r[0]: ChunkRow(*r) for r in rows}
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
         ns = self.namespace_id(namespace)

@@ -10,9 +10,25 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import FilterError
-from ..filters import And, Filter, Or, value_kind
+from ..filters import SYSTEM_COLUMNS, And, Filter, Or, Sys, value_kind
 
 __all__ = ["to_sql", "to_pg_sql"]
+
+
+def _system(column: str, mark: str, params: list[Any]) -> Callable[[Sys], str]:
+    """Conditions on a memory's time columns, on the table of the metadata ``column`` (``d.metadata``
+    -> ``d.occurred_at``); the column name is one of :data:`SYSTEM_COLUMNS`, never user text."""
+    table = column.rsplit(".", 1)[0] + "." if "." in column else ""
+
+    def system(node: Sys) -> str:
+        assert node.column in SYSTEM_COLUMNS
+        col = f"{table}{node.column}"
+        if node.op == "$exists":
+            return f"({col} IS {'NOT ' if node.value else ''}NULL)"
+        params.append(float(node.value))
+        return f"COALESCE({col} {_SQL_CMP[node.op]} {mark}, {'0' if mark == '?' else 'FALSE'})"
+
+    return system
 
 
 # ---------------------------------------------------------------- SQL (SQLite JSON1)
@@ -40,14 +56,17 @@ def _compile(
     eq: Callable[[str, Any], str],
     exists: Callable[[str, bool], str],
     compare: Callable[[str, str, Any], str],
+    system: Callable[[Sys], str],
 ) -> str:
     """The filter tree as one SQL boolean expression: ``and``/``or``/``not`` and the list operators
     here, the leaves from the dialect's ``eq`` (kind-aware equality, false for a missing key),
     ``exists`` and ``compare`` (``$gt``… between values of the same kind)."""
     if isinstance(node, And):
-        return "(" + " AND ".join(_compile(p, eq, exists, compare) for p in node.parts) + ")"
+        return "(" + " AND ".join(_compile(p, eq, exists, compare, system) for p in node.parts) + ")"
     if isinstance(node, Or):
-        return "(" + " OR ".join(_compile(p, eq, exists, compare) for p in node.parts) + ")"
+        return "(" + " OR ".join(_compile(p, eq, exists, compare, system) for p in node.parts) + ")"
+    if isinstance(node, Sys):
+        return system(node)
     op, v = node.op, node.value
     if op == "$eq":
         return eq(node.key, v)
@@ -83,6 +102,7 @@ def to_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any]]:
         lambda key, v: _sql_eq(path(key), v, params),
         lambda key, v: f"json_type({path(key)}) IS {'NOT ' if v else ''}NULL",
         compare,
+        _system(column, "?", params),
     ), params
 
 
@@ -135,4 +155,4 @@ def to_pg_sql(f: Filter | None, column: str = "metadata") -> tuple[str, list[Any
 
     if f is None:
         return "TRUE", []
-    return _compile(f, eq, exists, compare), params
+    return _compile(f, eq, exists, compare, _system(column, "%s", params)), params

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from .. import deadline
 from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
+from . import history_sql
 from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .graph_sql import delete_graph_provenance, graph_tables
 from .sql_filters import to_sql
@@ -99,20 +101,47 @@ def _m3(db: sqlite3.Connection) -> None:
     _script(db, graph_tables("sqlite"))
 
 
+HISTORY_COLUMNS_SQL = """
+    ALTER TABLE documents ADD COLUMN occurred_at REAL;
+    ALTER TABLE documents ADD COLUMN recorded_at REAL;
+    ALTER TABLE documents ADD COLUMN valid_to REAL;
+    ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE documents ADD COLUMN head_id TEXT;
+    ALTER TABLE documents ADD COLUMN mem_key TEXT;
+    ALTER TABLE documents ADD COLUMN change_reason TEXT;
+    CREATE INDEX documents_by_time ON documents (ns_id, occurred_at);
+    CREATE INDEX documents_by_head ON documents (ns_id, head_id) WHERE head_id IS NOT NULL;
+    CREATE INDEX documents_by_key ON documents (ns_id, mem_key) WHERE mem_key IS NOT NULL;
+    CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS NOT NULL
+"""
+
+
 def _m4(db: sqlite3.Connection) -> None:
     # metadata lives once per document (it was copied into every chunk: a document of 200 chunks
     # with 16 KiB of metadata stored 3.2 MB); filters join a chunk to its document
     db.execute("ALTER TABLE chunks DROP COLUMN metadata")
 
 
+def _m5(db: sqlite3.Connection) -> None:
+    # time and versions of a memory (store/history_sql.py): existing documents occurred and were
+    # recorded when they were created
+    _script(db, HISTORY_COLUMNS_SQL)
+    db.execute(
+        "UPDATE documents SET occurred_at = (julianday(created_at) - 2440587.5) * 86400.0, "
+        "recorded_at = (julianday(updated_at) - 2440587.5) * 86400.0"
+    )
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
 
 #: a chunk's document, where its metadata is (the primary key of documents answers it)
 _DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
+#: a chunk's times and version, from its document (``ChunkRow``'s last fields)
+_TIME_COLUMNS = "d.occurred_at, d.recorded_at, d.valid_to, d.version"
 
 
 def _fts(ns_id: int) -> str:
@@ -122,6 +151,18 @@ def _fts(ns_id: int) -> str:
 def _fts_query(tokens: Sequence[str]) -> str:
     # every term is a quoted FTS5 string: no user text can reach FTS5 query syntax
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+
+
+@dataclass
+class _Changes:
+    """What one write changed, for the version counters and the change log (``_log_changes``)."""
+
+    added_vecs: list[int] = field(default_factory=list)
+    removed_vecs: list[int] = field(default_factory=list)
+    added_chunks: list[int] = field(default_factory=list)
+    removed_chunks: list[int] = field(default_factory=list)
+    retired: list[int] = field(default_factory=list)
+    keys: set[str] = field(default_factory=set)
 
 
 class SQLiteStore:
@@ -387,22 +428,18 @@ class SQLiteStore:
 
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
-        their vectors; other chunks are queued for embedding."""
+        their vectors; other chunks are queued for embedding. A document with ``keep_history``
+        retires the version it replaces (``store.history_sql``) instead of dropping it."""
         res = WriteResult()
         if not docs:
             return res
-        now = _now()
+        now, at = _now(), history_sql.now_epoch()
         with self._wlock:
             try:
                 with self._tx() as db:
                     ns = self.namespace_id(namespace, db, create=True)
                     assert ns is not None
-                    fts = _fts(ns)
-                    added_vecs: list[int] = []
-                    removed_vecs: list[int] = []
-                    added_chunks: list[int] = []
-                    removed_chunks: list[int] = []
-                    keys: set[str] = set()
+                    acc = _Changes()
                     existing: dict[str, tuple[str, str]] = {}
                     for d in docs:
                         row = db.execute(
@@ -414,55 +451,91 @@ class SQLiteStore:
                     plan = plan_writes(docs, existing, now, res)
                     replaced = set(plan.replaced)
                     for d, created in plan.writes:
-                        old_vecs: dict[str, bytes] = {}
-                        if d.doc_id in replaced:
-                            old = db.execute(
-                                "SELECT c.id, c.text_hash, v.vec FROM chunks c LEFT JOIN vectors v "
-                                "ON v.chunk_rowid = c.id WHERE c.ns_id=? AND c.doc_id=?",
-                                (ns, d.doc_id),
-                            ).fetchall()
-                            old_vecs = {h: v for _, h, v in old if v is not None}
-                            removed_vecs += [i for i, _, v in old if v is not None]
-                            removed_chunks += [i for i, _, _ in old]
-                            self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
-                        meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
-                        db.execute(
-                            "INSERT OR REPLACE INTO documents VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now),
-                        )
-                        keys.update(d.metadata)
-                        for i, (text, toks, lang, th) in enumerate(
-                            zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1
-                        ):
-                            cur = db.execute(
-                                "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
-                                " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now),
-                            )
-                            assert cur.lastrowid is not None  # set by the INSERT
-                            rid = int(cur.lastrowid)
-                            added_chunks.append(rid)
-                            db.execute(f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)", (rid, toks))
-                            if th in old_vecs:
-                                db.execute("INSERT INTO vectors VALUES (?, ?)", (rid, old_vecs[th]))
-                                added_vecs.append(rid)
-                                res.vectors_reused += 1
-                            else:
-                                db.execute("INSERT INTO embed_queue VALUES (?, ?)", (rid, now))
-                            res.chunks_written += 1
-                    db.executemany("INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(keys)])
-                    if added_vecs or removed_vecs:
-                        version = self._bump(db, ns)
-                        res.vec_changes.append((namespace, version, added_vecs, removed_vecs))
-                    if added_chunks or removed_chunks:
-                        version = self._bump(db, ns, "chunk_version")
-                        res.chunk_changes.append((namespace, version, added_chunks, removed_chunks))
+                        self._write_one(db, ns, d, created, d.doc_id in replaced, (now, at), res, acc)
+                    db.executemany(
+                        "INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(acc.keys)]
+                    )
+                    self._log_changes(db, namespace, ns, acc, res)
             except sqlite3.IntegrityError as e:
                 raise ValidationError(f"write rejected by the store: {e}") from None
             except sqlite3.OperationalError as e:
                 raise StoreError(f"write to {self.path} failed: {e}") from e
             self._ns_cache.pop(namespace, None)
         return res
+
+    def _log_changes(self, db: sqlite3.Connection, namespace: str, ns: int, acc: "_Changes", res: WriteResult) -> None:
+        """Bump the version counters and log what changed for in-process indexes and filter caches;
+        a retired chunk is logged as removed and added again (its visibility changed, its rows not)."""
+        if acc.added_vecs or acc.removed_vecs:
+            res.vec_changes.append((namespace, self._bump(db, ns), acc.added_vecs, acc.removed_vecs))
+        added, removed = acc.added_chunks + acc.retired, acc.removed_chunks + acc.retired
+        if added or removed:
+            res.chunk_changes.append((namespace, self._bump(db, ns, "chunk_version"), added, removed))
+
+    def _write_one(
+        self,
+        db: sqlite3.Connection,
+        ns: int,
+        d: PreparedDocument,
+        created: str,
+        replacing: bool,
+        when: tuple[str, float],
+        res: WriteResult,
+        acc: "_Changes",
+    ) -> None:
+        """One document's rows, in the caller's transaction: the version it replaces dropped or
+        retired, the memory holding its key retired, then its document, chunks, tokens, vectors."""
+        now, at = when
+        fts = _fts(ns)
+        old_vecs: dict[str, bytes] = {}
+        version = 1
+        if d.mem_key:
+            holder = history_sql.current_by_key(db, ns, d.mem_key)
+            if holder is not None and holder != d.doc_id:
+                retired = history_sql.retire(db, ns, holder, at, f"superseded by {d.doc_id} (same key)")
+                acc.retired += retired[1] if retired else []
+        if replacing:
+            old = db.execute(
+                "SELECT c.id, c.text_hash, v.vec FROM chunks c LEFT JOIN vectors v "
+                "ON v.chunk_rowid = c.id WHERE c.ns_id=? AND c.doc_id=?",
+                (ns, d.doc_id),
+            ).fetchall()
+            old_vecs = {h: v for _, h, v in old if v is not None}
+            row = db.execute("SELECT version FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id)).fetchone()
+            version = int(row[0]) + 1 if row else 1
+            if d.keep_history:
+                retired = history_sql.retire(db, ns, d.doc_id, at, None)
+                acc.retired += retired[1] if retired else []
+            else:
+                acc.removed_vecs += [i for i, _, v in old if v is not None]
+                acc.removed_chunks += [i for i, _, _ in old]
+                self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
+                db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id))
+        meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
+        db.execute(
+            "INSERT INTO documents (ns_id, doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at, "
+            "occurred_at, recorded_at, version, mem_key, change_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now)
+            + (d.occurred_at if d.occurred_at is not None else at, at, version, d.mem_key, d.reason),
+        )
+        acc.keys.update(d.metadata)
+        for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
+            cur = db.execute(
+                "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
+                " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now),
+            )
+            assert cur.lastrowid is not None  # set by the INSERT
+            rid = int(cur.lastrowid)
+            acc.added_chunks.append(rid)
+            db.execute(f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)", (rid, toks))
+            if th in old_vecs:
+                db.execute("INSERT INTO vectors VALUES (?, ?)", (rid, old_vecs[th]))
+                acc.added_vecs.append(rid)
+                res.vectors_reused += 1
+            else:
+                db.execute("INSERT INTO embed_queue VALUES (?, ?)", (rid, now))
+            res.chunks_written += 1
 
     @staticmethod
     def _bump(db: sqlite3.Connection, ns: int, column: str = "vec_version") -> int:
@@ -493,7 +566,9 @@ class SQLiteStore:
             fts = _fts(ns)
             removed_vecs: list[int] = []
             removed_chunks: list[int] = []
-            for ident in ids:
+            # a hard delete removes every version of a memory (its retired ones are not reported)
+            todo = [(i, True) for i in ids] + [(h, False) for i in ids for h in history_sql.history_ids(db, ns, i)]
+            for ident, report in todo:
                 rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchall()
                 is_doc = (
                     bool(rows)
@@ -522,7 +597,8 @@ class SQLiteStore:
                     ).fetchone()
                     if doc_row:  # the last chunk of a document went: the document goes too
                         db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_row[0]))
-                found.append(ident)
+                if report:
+                    found.append(ident)
             if removed_vecs:
                 res.vec_changes.append((namespace, self._bump(db, ns), [], removed_vecs))
             if removed_chunks:
@@ -742,11 +818,11 @@ class SQLiteStore:
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             for r in self.reader.execute(
-                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata FROM chunks c {_DOC_JOIN} "
-                f"WHERE c.id IN ({','.join('?' * len(part))})",
+                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, {_TIME_COLUMNS} "
+                f"FROM chunks c {_DOC_JOIN} WHERE c.id IN ({','.join('?' * len(part))})",
                 part,
             ):
-                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]))
+                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9])
         return out
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
@@ -824,6 +900,32 @@ class SQLiteStore:
             ).fetchone()[0],
             "pending_vectors": self.pending_count(namespace),
         }
+
+    # ------------------------------------------------------------------ versions (store/history_sql.py)
+    def history(self, namespace: str, doc_id: str) -> list[tuple[Any, ...]]:
+        ns = self.namespace_id(namespace)
+        return [] if ns is None else history_sql.versions(self.reader, ns, doc_id)
+
+    def has_history(self, namespace: str) -> bool:
+        ns = self.namespace_id(namespace)
+        return ns is not None and history_sql.has_history(self.reader, ns)
+
+    def key_holder(self, namespace: str, mem_key: str) -> str | None:
+        ns = self.namespace_id(namespace)
+        return None if ns is None else history_sql.current_by_key(self.reader, ns, mem_key)
+
+    def retire(self, namespace: str, doc_id: str, reason: str | None) -> WriteResult:
+        """A soft delete: the memory's current version stops being current now, and stays in its
+        history (``as_of`` before now still sees it). NotFoundError when there is none."""
+        res = WriteResult()
+        with self.write_transaction() as db:
+            ns = self.namespace_id(namespace, db)
+            retired = None if ns is None else history_sql.retire(db, ns, doc_id, history_sql.now_epoch(), reason)
+            if ns is None or retired is None:
+                raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
+            acc = _Changes(retired=retired[1])
+            self._log_changes(db, namespace, ns, acc, res)
+        return res
 
     def chunk_count(self, namespace: str) -> int:
         """The namespace's chunks (one indexed count: what a query needs, not all of :meth:`counts`)."""

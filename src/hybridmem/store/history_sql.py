@@ -1,0 +1,88 @@
+"""Versions of a memory (issue 17), in SQL both backends speak (``?`` placeholders; PostgreSQL through
+its qmark adapter): an update that keeps history *retires* the current version, renaming it
+``{id}@@v{n}`` with ``valid_to`` (when it stopped being current) and ``head_id`` (the memory it is a
+version of), then writes the new version under the memory's id. A retired version keeps its rows
+(chunks, tokens, vectors, graph provenance): ``as_of`` and ``include_superseded`` read it like any
+memory, and the default visibility (``valid_to IS NULL``) leaves it out. A soft delete retires
+without a successor. A hard delete removes every version.
+
+Times are epoch seconds (UTC): ``occurred_at`` (when it happened or was said), ``recorded_at``
+(when this version was written: never changes), ``valid_to`` (when it was superseded or deleted)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .base import SQLReader
+
+__all__ = ["HISTORY_SEP", "history_id", "retire", "versions", "history_ids", "has_history", "current_by_key"]
+
+#: the separator of a retired version's id; a user's id may not contain it (``ingest.check_id``)
+HISTORY_SEP = "@@v"
+
+#: the columns of a version, in the order :func:`versions` returns them
+VERSION_COLUMNS = (
+    "doc_id, head_id, version, occurred_at, recorded_at, valid_to, change_reason, mem_key, content_hash, metadata"
+)
+
+
+def now_epoch() -> float:
+    return time.time()
+
+
+def history_id(doc_id: str, version: int) -> str:
+    return f"{doc_id}{HISTORY_SEP}{int(version)}"
+
+
+def retire(db: SQLReader, ns: int, doc_id: str, at: float, reason: str | None) -> tuple[str, list[int]] | None:
+    """Rename the current version of ``doc_id`` to its history id, valid until ``at``; returns
+    (history id, its chunk rowids), or None when there is no such memory. In the caller's
+    transaction; the rowids' visibility changed, so the caller logs them as changed chunks."""
+    row = db.execute("SELECT version FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_id)).fetchone()
+    if row is None:
+        return None
+    hist = history_id(doc_id, int(row[0]))
+    rowids = [int(r[0]) for r in db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, doc_id))]
+    db.execute(
+        "UPDATE documents SET doc_id=?, valid_to=?, head_id=?, change_reason=COALESCE(?, change_reason), "
+        "mem_key=NULL WHERE ns_id=? AND doc_id=?",
+        (hist, at, doc_id, reason, ns, doc_id),
+    )
+    db.execute(
+        "UPDATE chunks SET doc_id=?, chunk_id=? || '_p' || CAST(ord AS TEXT) WHERE ns_id=? AND doc_id=?",
+        (hist, hist, ns, doc_id),
+    )
+    return hist, rowids
+
+
+def versions(db: SQLReader, ns: int, doc_id: str) -> list[tuple[Any, ...]]:
+    """Every stored version of a memory (the retired ones and the current one), oldest first."""
+    return list(
+        db.execute(
+            f"SELECT {VERSION_COLUMNS} FROM documents WHERE ns_id=? AND (doc_id=? OR head_id=?) "
+            "ORDER BY version, recorded_at",
+            (ns, doc_id, doc_id),
+        ).fetchall()
+    )
+
+
+def history_ids(db: SQLReader, ns: int, doc_id: str) -> list[str]:
+    """The ids of the retired versions of a memory (a hard delete removes them with it)."""
+    return [r[0] for r in db.execute("SELECT doc_id FROM documents WHERE ns_id=? AND head_id=?", (ns, doc_id))]
+
+
+def has_history(db: SQLReader, ns: int) -> bool:
+    """True when the namespace holds a retired version (then a search must leave them out)."""
+    return (
+        db.execute("SELECT 1 FROM documents WHERE ns_id=? AND valid_to IS NOT NULL LIMIT 1", (ns,)).fetchone()
+        is not None
+    )
+
+
+def current_by_key(db: SQLReader, ns: int, mem_key: str) -> str | None:
+    """The current memory written with ``mem_key`` (its scope and key, see ``Memory.add(key=)``)."""
+    row = db.execute(
+        "SELECT doc_id FROM documents WHERE ns_id=? AND mem_key=? AND valid_to IS NULL LIMIT 1", (ns, mem_key)
+    ).fetchone()
+    return None if row is None else str(row[0])
