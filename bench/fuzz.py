@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import random
+import re
 import shlex
 import socket
 import subprocess
@@ -861,16 +862,32 @@ def seed_store(url: str) -> None:
 def fuzz_backend(backend: str, n: int, seed: int, workdir: Path, out_dir: Path, pg: Postgres | None) -> dict:
     db = str(workdir / "fuzz.db") if backend == "sqlite" else pg.new_database()  # type: ignore[union-attr]
     serve = Serve(db, workdir / f"server-{backend}.log", API_KEYS, NS)
-    serve.wait_ready()
-    seed_store(serve.url)
-    rec = Recorder(serve.url, serve, backend, out_dir)
-    t0 = time.perf_counter()
+    try:
+        serve.wait_ready()
+        seed_store(serve.url)
+        rec = Recorder(serve.url, serve, backend, out_dir)
+        t0 = time.perf_counter()
+        run = generate(rec, n, seed)
+        run["wall_s"] = time.perf_counter() - t0
+        try:
+            run["alive"] = serve.alive() and httpx.get(serve.url + "/healthz", timeout=10).status_code == 200
+            run["stats"] = httpx.get(serve.url + "/v1/stats", headers={"X-API-Key": KEY}, timeout=30).json()
+        except httpx.HTTPError:
+            run["alive"], run["stats"] = False, {}
+    finally:
+        exited = serve.stop()
+    run["alive"] = run["alive"] and exited is None
+    return summarize(backend, rec, run, serve.log_path.read_text(errors="replace"))
+
+
+def generate(rec: Recorder, n: int, seed: int) -> dict:
+    """Every source's share of ``n`` requests, then a top-up to ``n``; stops at a crash."""
     crash, openapi_ops = None, {}
     plan = {name: round(n * share) for name, share in SHARES.items()}
     try:
         openapi_ops = fuzz_openapi(rec, plan["openapi"], seed)
         for k, (name, strategy) in enumerate(CUSTOM.items()):
-            print(f"[{backend}] {rec.sent} sent; {name}: {plan[name]}", file=sys.stderr, flush=True)
+            print(f"[{rec.backend}] {rec.sent} sent; {name}: {plan[name]}", file=sys.stderr, flush=True)
             drive(strategy, plan[name], seed + 100 + k, lambda r, name=name: rec.send(r, name, r.route))
         for attempt in range(5):  # schemathesis stops early on operations with few distinct inputs
             if rec.sent >= n:
@@ -878,15 +895,11 @@ def fuzz_backend(backend: str, n: int, seed: int, workdir: Path, out_dir: Path, 
             drive(TOP_UP, n - rec.sent, seed + 200 + attempt, lambda r: rec.send(r, "top-up", r.route))
     except ServerDied as e:
         crash = str(e)
-    wall = time.perf_counter() - t0
-    stats = None
-    try:
-        alive = serve.alive() and httpx.get(serve.url + "/healthz", timeout=10).status_code == 200
-        stats = httpx.get(serve.url + "/v1/stats", headers={"X-API-Key": KEY}, timeout=30).json()
-    except httpx.HTTPError:
-        alive = False
-    exited = serve.stop()
-    log = serve.log_path.read_text(errors="replace")
+    return {"crash": crash, "openapi_ops": openapi_ops}
+
+
+def summarize(backend: str, rec: Recorder, run: dict, log: str) -> dict:
+    wall = run["wall_s"]
     return {
         "backend": backend,
         "requests": rec.sent,
@@ -898,18 +911,28 @@ def fuzz_backend(backend: str, n: int, seed: int, workdir: Path, out_dir: Path, 
         "error_examples": rec.error_examples,
         "responses_5xx": sum(v for k, v in rec.statuses.items() if k >= 500),
         "failures": len(rec.failures),
+        "failure_kinds": failure_kinds(rec.failures),
         "failure_details": rec.failures[:50],
         "by_route": {r: {str(k): v for k, v in sorted(c.items())} for r, c in sorted(rec.by_route.items())},
-        "openapi_cases": openapi_ops,
+        "openapi_cases": run["openapi_ops"],
         "not_sent": dict(rec.not_sent),
         "slowest_ms": rec.slowest[::-1],
-        "server_alive_at_end": alive and exited is None,
-        "crash": crash,
+        "server_alive_at_end": run["alive"],
+        "crash": run["crash"],
         "server_log_tracebacks": log.count("Traceback (most recent call last)"),
         "server_log_error_records": sum(1 for line in log.splitlines() if " ERROR " in line or " CRITICAL " in line),
         "server_log_first_traceback": log[log.find("Traceback") :][:3000] if "Traceback" in log else None,
-        "store_after": {k: (stats or {}).get(k) for k in ("documents", "chunks", "vectors", "pending_vectors")},
+        "store_after": {k: run["stats"].get(k) for k in ("documents", "chunks", "vectors", "pending_vectors")},
     }
+
+
+def failure_kinds(failures: list[dict]) -> dict[str, int]:
+    """Failures grouped by route, status and message (request ids and temporary paths left out)."""
+    kinds: Counter = Counter()
+    for f in failures:
+        why = re.sub(r"request id [0-9a-f]+|/tmp/[^ ]+", "…", f["problem"])[:220]
+        kinds[f"{f['method']} {f['route']} -> {f['status']}: {why}"] += 1
+    return dict(kinds.most_common())
 
 
 def report(r: dict) -> None:
@@ -918,7 +941,7 @@ def report(r: dict) -> None:
         f"by source {r['by_source']}\n  status histogram {r['status_histogram']}\n"
         f"  5xx: {r['responses_5xx']}; failures (5xx, 4xx shape, transport): {r['failures']}; "
         f"server alive at end: {r['server_alive_at_end']}; crash: {r['crash']}; "
-        f"tracebacks in the server log: {r['server_log_tracebacks']}",
+        f"tracebacks in the server log: {r['server_log_tracebacks']}\n  failure kinds: {r['failure_kinds']}",
         file=sys.stderr,
     )
 

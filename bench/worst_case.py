@@ -224,6 +224,10 @@ def cpu_report(smp: Sampler, idle: tuple[float, float], t_last: float, t_end: fl
         out[f"{name}_cpu_in_tail_above_idle_s"] = round(
             tail[-1][col] - tail[0][col] - rate * (tail[-1][0] - tail[0][0]), 2
         )
+        # CPU seconds used since the last response, every ~0.1 s over 3 s: where the work stopped
+        out[f"{name}_cpu_after_last_response"] = [
+            (round(x[0] - t_last, 2), round(x[col] - tail[0][col], 2)) for x in tail[::2] if x[0] - t_last <= 3
+        ]
     return out
 
 

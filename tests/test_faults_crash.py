@@ -155,7 +155,8 @@ def check_vector_leg(mem: Memory) -> None:
         "SELECT c.chunk_id, c.text FROM chunks c JOIN namespaces n ON n.id = c.ns_id WHERE n.name=?", (NS,)
     ).fetchall()
     for chunk_id, text in rows:
-        hits = mem.search(text, mode="vector", top_k=1).results
+        # every version: an update keeps the one it replaced (retired, still searchable this way)
+        hits = mem.search(text, mode="vector", top_k=1, include_superseded=True).results
         assert hits and hits[0].chunk_id == chunk_id and hits[0].scores["dense"] > 0.999, (chunk_id, hits[:1])
 
 
@@ -223,7 +224,7 @@ def test_worker_race_with_rowid_reuse_keeps_every_chunk_embeddable(tmp_path: Pat
         mem.add("an older note about connection pools", id="old")
         mem.add("first version of the note: alpha", id="x")
         rows = mem.store.pending(16)  # what embed_pending (the worker) does first...
-        mem.update("x", "second version of the note: beta")  # ...an update lands meanwhile...
+        mem.update("x", "second version of the note: beta", keep_history=False)  # ...an update lands meanwhile...
         (new_rowid,) = [r for r, d in mem.store.reader.execute("SELECT id, doc_id FROM chunks") if d == "x"]
         assert new_rowid in {r[0] for r in rows}  # the rowid was re-used
         emb = mem.embedders.worker_model

@@ -99,7 +99,7 @@ def test_update_reindexes_both_legs(mem):
     assert hit.doc_id == "d1" and hit.scores["dense"] == pytest.approx(1.0, abs=1e-5)
 
     new_text = "Kibana shows the zebrawave error rate after the deploy."
-    r = mem.update("d1", new_text)
+    r = mem.update("d1", new_text, keep_history=False)  # (the default keeps it: tests/test_agent_memory.py)
     assert r.updated == ["d1"] and r.vectors_reused == 0 and r.pending_vectors == 1
     mem.wait_for_vectors()
     assert mem.stats().vectors == 3  # the old vector is gone, not kept beside the new one
@@ -143,7 +143,7 @@ def test_unchanged_chunks_keep_their_vectors(mem):
     new_chunks = chunk_text(new, mem.chunk_size, mem.chunk_overlap)
     same = [c for c in new_chunks if c in set(old_chunks)]
     assert 1 <= len(same) < len(new_chunks)
-    r2 = mem.update("big", new)
+    r2 = mem.update("big", new, keep_history=False)  # counts of a replace (history: test_agent_memory)
     assert r2.updated == ["big"]
     assert r2.chunks_written == len(new_chunks)
     assert r2.vectors_reused == len(same)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
@@ -84,6 +85,10 @@ EN = [
     ("en", "What did I do last December?", NEW_YEAR, month(2023, 12)),
     ("en", "What happened last winter?", NEW_YEAR, (at(2022, 12, 1), at(2023, 3, 1))),
     ("en", "What did I do on 31 December?", NEW_YEAR, day(2023, 12, 31)),
+    ("en", "What happened between May and July?", NOW, (at(2023, 5, 1), at(2023, 8, 1))),
+    ("en", "What did I do from November to February?", NOW, (at(2022, 11, 1), at(2023, 3, 1))),
+    ("en", "Where did I live between 2019 and 2021?", NOW, (at(2019, 1, 1), at(2022, 1, 1))),
+    ("en", "What happened in early 2023?", NOW, year(2023)),
 ]
 EN_NEGATIVE = [
     ("en", "What did May say about the trip?", NOW, None),
@@ -102,6 +107,7 @@ EN_NEGATIVE = [
     ("en", "Open today.py and explain it", NOW, None),
     ("en", "What did I do since May?", NOW, None),  # an open range: no closed period to give
     ("en", "Did May 8 people come?", NOW, None),
+    ("en", "What happened between May and Caroline?", NOW, None),
 ]
 FR = [
     ("fr", "Qu'est-ce que j'ai fait hier ?", NOW, day(2023, 7, 11)),
@@ -126,6 +132,7 @@ FR = [
     ("fr", "Qu'ai-je payé le mois dernier ?", NEW_YEAR, month(2023, 12)),
     ("fr", "Qu'ai-je fait l'an dernier ?", NEW_YEAR, year(2023)),
     ("fr", "Qu'ai-je semé en mai dernier ?", NEW_YEAR, month(2023, 5)),
+    ("fr", "Qu'ai-je fait entre mai et juillet ?", NOW, (at(2023, 5, 1), at(2023, 8, 1))),
 ]
 FR_NEGATIVE = [
     ("fr", "Que sais-tu de la planète Mars ?", NOW, None),
@@ -154,6 +161,7 @@ DE = [
     ("de", "Was habe ich letzten Monat bezahlt?", NEW_YEAR, month(2023, 12)),
     ("de", "Was war letzte Woche?", NEW_YEAR, week(2023, 12, 25)),
     ("de", "Was war letztes Jahr los?", NEW_YEAR, year(2023)),
+    ("de", "Was war zwischen Mai und Juli?", NOW, (at(2023, 5, 1), at(2023, 8, 1))),
 ]
 DE_NEGATIVE = [
     ("de", "Was habe ich am Morgen gegessen?", NOW, None),
@@ -181,6 +189,7 @@ ES = [
     ("es", "¿Qué hice en 2022?", NOW, year(2022)),
     ("es", "¿Qué pagué el mes pasado?", NEW_YEAR, month(2023, 12)),
     ("es", "¿Qué hice en diciembre?", NEW_YEAR, month(2023, 12)),
+    ("es", "¿Qué hice entre mayo y julio?", NOW, (at(2023, 5, 1), at(2023, 8, 1))),
 ]
 ES_NEGATIVE = [
     ("es", "¿Qué hago por la mañana?", NOW, None),  # the morning, not tomorrow
@@ -218,6 +227,8 @@ ZH = [
     ("zh", "上个月的账单是多少?", NEW_YEAR, month(2023, 12)),
     ("zh", "去年我读了几本书?", NEW_YEAR, year(2023)),
     ("zh", "12月我去了哪里?", NEW_YEAR, month(2023, 12)),
+    ("zh", "从5月到7月我做了什么?", NOW, (at(2023, 5, 1), at(2023, 8, 1))),
+    ("zh", "2022年5月到7月我在哪里?", NOW, (at(2022, 5, 1), at(2022, 8, 1))),
 ]
 ZH_NEGATIVE = [
     ("zh", "一个月有几天?", NOW, None),
@@ -312,6 +323,40 @@ def test_impossible_day_leaves_its_month():
     found = find_time_expressions("What happened on 31 June 2023?", NOW, "en")
     assert [(m.text, m.start, m.end) for m in found] == [("June 2023", *month(2023, 6))]
     assert find_time_expressions("What happened on 31 June?", NOW, "en") == []
+
+
+@pytest.mark.parametrize(
+    "lang, question",
+    [
+        ("en", "What did we discuss before last week?"),
+        ("en", "What happened after yesterday's meeting?"),
+        ("en", "What changed since 2022?"),
+        ("fr", "Qu'ai-je fait depuis le mois dernier ?"),
+        ("fr", "Qu'est-il arrivé avant le 8 mai 2023 ?"),
+        ("de", "Was ist seit letzter Woche passiert?"),
+        ("de", "Was war vor dem 8. Mai 2023?"),
+        ("es", "¿Qué pasó desde el lunes pasado?"),
+        ("es", "¿Qué hice antes del 8 de mayo de 2023?"),
+        ("zh", "去年以来我读了什么?"),
+        ("zh", "5月8日之前发生了什么?"),
+    ],
+)
+def test_open_ranges_give_no_closed_period(lang, question):
+    # "since May" read as May would drop June's memories: the module returns closed periods only
+    assert find_time_expressions(question, NOW, lang) == []
+    assert find_time_expressions(question, NOW) == []
+
+
+def test_mention_in_a_range_phrase_is_not_dropped():
+    # the range words are inside the mention (从…到, desde…hasta): nothing before it opens a range
+    assert [m.text for m in find_time_expressions("desde marzo hasta mayo", NOW, "es")] == ["desde marzo hasta mayo"]
+
+
+def test_long_input_stays_linear():
+    # a pattern opening with an optional word then \s* once rescanned every run of spaces: 80 s here
+    started = time.perf_counter()
+    assert find_time_expressions("in" + " " * 20000 + "x" + "\t" * 20000, NOW) == []
+    assert time.perf_counter() - started < 5
 
 
 def test_language_tags_and_errors():

@@ -18,8 +18,10 @@ from .errors import ValidationError
 from .filters import MAX_KEY_LEN
 from .models import Document
 from .store.base import PreparedDocument
+from .store.history_sql import HISTORY_SEP
 from .text.chunk import chunk_text
 from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
+from .timeexpr import parse_timestamp
 
 __all__ = [
     "TOKENIZER_VERSION",
@@ -133,7 +135,26 @@ def check_size(text: str) -> None:
 def check_id(ident: str, field: str = "id") -> str:
     if not isinstance(ident, str) or not ident.strip() or len(ident) > 512 or any(ord(c) < 32 for c in ident):
         raise ValidationError(f"invalid id {ident!r}: 1-512 printable characters", field=field)
+    if HISTORY_SEP in ident:
+        raise ValidationError(
+            f"invalid id {ident!r}: {HISTORY_SEP!r} is reserved for the ids of past versions", field=field
+        )
     return ident.strip()
+
+
+def _occurred(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value, field="occurred_at").timestamp()
+    except ValueError as e:
+        raise ValidationError(str(e), field="occurred_at") from None
+
+
+def scoped_key(key: str, metadata: dict[str, Any]) -> str:
+    """A memory's key within its scope (metadata ``user_id`` and ``agent_id``), as stored."""
+    parts = [metadata.get("user_id"), metadata.get("agent_id")]
+    return "\x1f".join("" if p is None else str(p) for p in parts) + "\x1f" + key
 
 
 @dataclass(frozen=True)
@@ -170,13 +191,19 @@ class Preparer:
             check_text(doc.source, "source")
         meta_json = json.dumps(doc.metadata, sort_keys=True, ensure_ascii=False, allow_nan=False)
         doc_id = check_id(doc.id) if doc.id is not None else "mem-" + hashlib.sha1(text.encode()).hexdigest()[:12]
+        occurred = _occurred(doc.occurred_at)
         content_hash = hashlib.sha256(
-            json.dumps([text, meta_json, doc.source, self.chunk_size, self.chunk_overlap, TOKENIZER_VERSION]).encode()
+            json.dumps(
+                [text, meta_json, doc.source, self.chunk_size, self.chunk_overlap, TOKENIZER_VERSION]
+                + ([occurred, doc.key] if occurred is not None or doc.key else [])
+            ).encode()
         ).hexdigest()
         chunks = chunk_text(text, self.chunk_size, self.chunk_overlap)
         given = doc.metadata.get("lang")
         lang = given if isinstance(given, str) and given in _LANGS else detect_language(text)
         return PreparedDocument(
+            occurred_at=occurred,
+            mem_key=scoped_key(doc.key, doc.metadata) if doc.key else None,
             doc_id=doc_id,
             source=doc.source,
             metadata=doc.metadata,

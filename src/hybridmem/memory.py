@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import config
 from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
+from .conversation import messages_to_documents, parse_messages
 from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
@@ -35,7 +36,7 @@ from .retrieve.blas import limit_process_blas
 from .retrieve.legs import make_legs
 from .retrieve.search import Searcher, build_request
 from .store import display_target, open_store, store_exists
-from .store.base import PreparedDocument, Store, check_embedder
+from .store.base import PreparedDocument, Store, check_embedder, version_record
 
 if TYPE_CHECKING:
     from .graph.rag import GraphRAG
@@ -215,10 +216,53 @@ class Memory:
         metadata: dict[str, Any] | None = None,
         source: str | None = None,
         namespace: str | None = None,
+        occurred_at: str | float | None = None,
+        key: str | None = None,
     ) -> IngestReport:
-        """Store one memory or document. Same id + same content = no-op; same id + new content = update."""
-        doc = {"text": text, "id": id, "metadata": metadata or {}, "source": source}
-        return self.add_documents([doc], namespace=namespace)  # validated by the preparer: our errors
+        """Store one memory or document. Same id + same content = no-op; same id + new content = update.
+        ``occurred_at``: when it happened (ISO 8601 or epoch seconds; naive = UTC; default now).
+        ``key`` (e.g. ``user.city``): the memory holding that key in this scope (metadata ``user_id``,
+        ``agent_id``) is superseded by this one and kept in the history (``history``)."""
+        doc = {"text": text, "id": id, "metadata": metadata or {}, "source": source, "occurred_at": occurred_at}
+        if key is None:
+            return self.add_documents([doc], namespace=namespace)  # validated by the preparer: our errors
+        ns = self._ns(namespace)
+        prepared = self.preparer.prepare({**doc, "key": key})
+        holder = self.store.key_holder(ns, prepared.mem_key or "")
+        if id is None and holder is not None:  # the key's memory goes on under its id, with its history
+            prepared = self.preparer.prepare({**doc, "key": key, "id": holder})
+        prepared.keep_history = True
+        prepared.reason = f"key {key!r} written"
+        return self._write(ns, [prepared], count_pending=True)
+
+    def add_messages(
+        self,
+        messages: Iterable[Any],
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
+        """Store chat messages (OpenAI style: ``role``, ``content``, optional ``name``, ``timestamp``,
+        ``id``, ``metadata``) as memories of the session, turns numbered after its last one
+        (:mod:`hybridmem.conversation`). All are validated first: one bad message writes nothing."""
+        ns = self._ns(namespace)
+        parsed = parse_messages(messages)
+        last = self.store.max_turn(ns, session_id) if isinstance(session_id, str) else None
+        docs = messages_to_documents(
+            parsed,
+            session_id=session_id,
+            first_turn=(last + 1) if last is not None else 0,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
+        prepared = [self.preparer.prepare(d) for d in docs]
+        report = IngestReport()
+        for i in range(0, len(prepared), 256):
+            report.merge(self._write(ns, prepared[i : i + 256]))
+        report.pending_vectors = self.store.pending_count(ns)
+        return report
 
     def add_documents(
         self,
@@ -242,7 +286,7 @@ class Memory:
         report.pending_vectors = self.store.pending_count(ns)
         return report
 
-    def _write(self, ns: str, batch: list[PreparedDocument]) -> IngestReport:
+    def _write(self, ns: str, batch: list[PreparedDocument], count_pending: bool = False) -> IngestReport:
         res = self.legs.commit(lambda: self.store.write_documents(ns, batch))
         written = set(res.added) | set(res.updated)
         if written and self.store.has_graph(ns):  # graph staleness: existing entities the new chunks name
@@ -259,6 +303,7 @@ class Memory:
             unchanged=res.unchanged,
             chunks_written=res.chunks_written,
             vectors_reused=res.vectors_reused,
+            pending_vectors=self.store.pending_count(ns) if count_pending else 0,
         )
 
     def update(
@@ -269,15 +314,60 @@ class Memory:
         metadata: dict[str, Any] | None = None,
         source: str | None = None,
         namespace: str | None = None,
+        occurred_at: str | float | None = None,
+        keep_history: bool = True,
+        reason: str | None = None,
     ) -> IngestReport:
-        """Replace an existing document's text (and metadata/source when given) and re-index it."""
+        """Replace an existing memory's text (and metadata/source when given) and re-index it. The
+        version it replaces is kept in its history (``keep_history=False`` drops it): searches see the
+        new one, ``as_of`` an earlier time sees the old one, ``history(id)`` lists both."""
         ns = self._ns(namespace)
         old = self.store.get_document(ns, check_id(id))
-        if old is None:
+        if old is None or old.get("valid_to") is not None:
             raise NotFoundError(f"no document {id!r} in namespace {ns!r}")
         meta = old["metadata"] if metadata is None else metadata
         src = old["source"] if source is None else source
-        return self.add_documents([Document(text=text, id=id, metadata=meta, source=src)], namespace=ns)
+        doc = {"text": text, "id": id, "metadata": meta, "source": src, "occurred_at": occurred_at}
+        prepared = self.preparer.prepare(doc)
+        prepared.keep_history, prepared.reason = keep_history, reason or "updated"
+        return self._write(ns, [prepared], count_pending=True)
+
+    def supersede(
+        self, old_id: str, new: str | dict[str, Any], *, namespace: str | None = None, reason: str | None = None
+    ) -> IngestReport:
+        """A new version of a memory (its text, or a message ``{"role", "content", ...}``), the old one
+        kept in the history with ``valid_to``; a message keeps the memory's session and turn."""
+        if isinstance(new, str):
+            return self.update(old_id, new, namespace=namespace, reason=reason or "superseded")
+        msg = parse_messages([new])[0]
+        ns = self._ns(namespace)
+        old = self.get(old_id, namespace=ns)
+        meta = {**old["metadata"], **msg.metadata, "role": msg.role, "speaker": msg.name or msg.role}
+        text = f"{meta['speaker']}: {msg.content}"
+        return self.update(
+            old_id, text, metadata=meta, namespace=ns, occurred_at=msg.timestamp, reason=reason or "superseded"
+        )
+
+    def forget(self, id: str, *, namespace: str | None = None, reason: str | None = None) -> None:
+        """A soft delete: the memory stops being current now and stays in its history (``as_of`` an
+        earlier time still sees it). ``delete`` removes every version for good."""
+        ns = self._ns(namespace)
+        self.legs.commit(lambda: self.store.retire(ns, check_id(id), reason or "forgotten"))
+
+    def history(self, id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every version of a memory, oldest first: id, version, times (ISO 8601 UTC), why it was
+        written, and whether it is current. NotFoundError when the memory has no version."""
+        ns = self._ns(namespace)
+        rows = self.store.history(ns, check_id(id))
+        if not rows:
+            raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")
+        out = []
+        for r in rows:
+            rec = version_record(r)
+            doc = self.store.get_document(ns, rec["id"])
+            rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
+            out.append(rec)
+        return out
 
     def delete(self, ids: str | Sequence[str], *, namespace: str | None = None) -> list[str]:
         """Delete documents or single chunks by id from every index, in one transaction.

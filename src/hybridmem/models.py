@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Annotated, Any, Literal, get_args
 
@@ -18,6 +19,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from . import config
+from .timeexpr import parse_timestamp
 
 __all__ = [
     "MODES",
@@ -29,6 +31,9 @@ __all__ = [
     "IngestReport",
     "LLMCall",
     "LegReport",
+    "Message",
+    "TimeRange",
+    "ContextWindow",
     "Mode",
     "Namespace",
     "QueryRequest",
@@ -93,6 +98,51 @@ class HybridParams(BaseModel):
     #: weight of the graph leg in hybrid mode (entities the query names → their neighbourhood →
     #: chunks; only where `hybridmem graph build` ran); 0 leaves it out
     graph_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
+    #: weight of the time leg (hybrid mode, only when the query names a time: "last week", "in May
+    #: 2023"): BM25 among the memories that occurred then, fused like any leg (soft: never a filter)
+    time_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
+    #: weight of the recency leg (hybrid mode: the allowed memories by occurred_at, newest first); 0 = off
+    recency_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
+
+
+def _time(v: Any, field: str) -> float | None:
+    """A request's time (ISO 8601, epoch seconds; naive = UTC) as epoch seconds; None stays None."""
+    if v is None:
+        return None
+    try:
+        return parse_timestamp(v, field=field).timestamp()
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+
+
+class TimeRange(BaseModel):
+    """A range of ``occurred_at`` (``from`` inclusive, ``to`` exclusive), either end open."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    from_: str | float | None = Field(None, alias="from")
+    to: str | float | None = None
+
+    def bounds(self) -> tuple[float | None, float | None]:
+        return _time(self.from_, "time_range.from"), _time(self.to, "time_range.to")
+
+    @model_validator(mode="after")
+    def _order(self) -> TimeRange:
+        a, b = self.bounds()
+        if a is None and b is None:
+            raise ValueError("time_range needs 'from', 'to' or both")
+        if a is not None and b is not None and a >= b:
+            raise ValueError(f"time_range: 'from' ({self.from_}) must be before 'to' ({self.to})")
+        return self
+
+
+class ContextWindow(BaseModel):
+    """The neighbouring turns of each hit's session returned with it (as context, not ranked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    before: int = Field(1, ge=0, le=config.MAX_CONTEXT_TURNS, strict=True)
+    after: int = Field(1, ge=0, le=config.MAX_CONTEXT_TURNS, strict=True)
 
 
 class QueryRequest(RequestModel):
@@ -111,6 +161,46 @@ class QueryRequest(RequestModel):
     rerank: bool = Field(False, strict=True)
     #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
     reranker: RerankerChoice | None = None
+    # agent memory (docs/agent-memory.md): scopes are pre-filters of every leg, like metadata
+    #: only these conversation sessions (one id or a list)
+    session_id: str | list[str] | None = None
+    user_id: str | None = Field(default=None, min_length=1, max_length=512)
+    agent_id: str | None = Field(default=None, min_length=1, max_length=512)
+    #: only memories that occurred in this range (a pre-filter on occurred_at)
+    time_range: TimeRange | None = None
+    #: the memory as it stood at this recorded time: later writes unseen, later supersessions undone
+    as_of: str | float | None = None
+    #: also return versions that were superseded or soft-deleted (marked with valid_to)
+    include_superseded: bool = Field(False, strict=True)
+    #: the reference time of relative expressions in the question ("last week"); default: the
+    #: latest memory of the scope
+    now: str | float | None = None
+    #: neighbouring turns of each hit's session, returned with it
+    context_window: ContextWindow | None = None
+
+    @field_validator("session_id")
+    @classmethod
+    def _sessions(cls, v: str | list[str] | None) -> str | list[str] | None:
+        ids = [v] if isinstance(v, str) else v or []
+        if isinstance(v, list) and not 1 <= len(v) <= config.MAX_SCOPE_VALUES:
+            raise ValueError(f"session_id: a list of 1-{config.MAX_SCOPE_VALUES} ids")
+        for s in ids:
+            if not s or len(s) > 512 or "\x00" in s:
+                raise ValueError("session_id: ids are 1-512 characters, without NUL")
+        return v
+
+    @field_validator("as_of", "now")
+    @classmethod
+    def _a_time(cls, v: Any, info: Any) -> Any:
+        t = _time(v, info.field_name)
+        if info.field_name == "as_of" and t is not None and t > time.time() + 1:
+            raise ValueError(f"as_of ({v}) is in the future: the memory cannot be known as of then")
+        return v
+
+    def time_bounds(self) -> tuple[float | None, float | None, float | None, float | None]:
+        """(time_range from, to, as_of, now) as epoch seconds (validated already)."""
+        a, b = self.time_range.bounds() if self.time_range is not None else (None, None)
+        return a, b, _time(self.as_of, "as_of"), _time(self.now, "now")
 
     @field_validator("search_text")
     @classmethod
@@ -187,6 +277,18 @@ class QueryResult(BaseModel):
     ranks: dict[str, int] = Field(default_factory=dict)
     #: raw leg scores: bm25 (higher is better) and dense cosine similarity
     scores: dict[str, float] = Field(default_factory=dict)
+    # agent memory: the memory's conversation fields (from its metadata) and times (ISO 8601 UTC)
+    session_id: str | None = None
+    turn: int | None = None
+    speaker: str | None = None
+    role: str | None = None
+    occurred_at: str | None = None
+    recorded_at: str | None = None
+    #: set on a superseded or soft-deleted version (``include_superseded``, ``as_of``)
+    valid_to: str | None = None
+    version: int | None = None
+    #: the neighbouring turns of the hit's session (``context_window``), in turn order, the hit included
+    context: list[dict[str, Any]] | None = None
 
     @field_serializer("rrf_score")
     def _round(self, v: float) -> float:
@@ -315,6 +417,44 @@ class Document(BaseModel):
     id: str | None = Field(None, min_length=1, max_length=512)
     source: str | None = Field(None, max_length=4096)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    #: when it happened or was said (ISO 8601 or epoch seconds; naive = UTC); default: when written
+    occurred_at: str | float | None = None
+    #: a key in the memory's scope (metadata ``user_id``, ``agent_id``), e.g. ``user.city``: writing
+    #: it supersedes the memory that held the key, keeping that one in the history
+    key: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @field_validator("occurred_at")
+    @classmethod
+    def _occurred(cls, v: Any) -> Any:
+        _time(v, "occurred_at")
+        return v
+
+
+class Message(BaseModel):
+    """One chat message as agents hold them (OpenAI style): ``role``, ``content``, optional ``name``
+    (the speaker) and ``timestamp``; ``id`` and ``metadata`` optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(..., min_length=1, max_length=64, strict=True)
+    content: str = Field(..., strict=True)
+    name: str | None = Field(default=None, min_length=1, max_length=256)
+    timestamp: str | float | None = None
+    id: str | None = Field(None, min_length=1, max_length=512)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("content must not be empty")
+        return v
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp(cls, v: Any) -> Any:
+        _time(v, "timestamp")
+        return v
 
 
 class IngestReport(BaseModel):

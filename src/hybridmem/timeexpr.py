@@ -29,9 +29,13 @@ Semantics (``now`` is the moment the question is asked):
 - a weekend is Saturday and Sunday, granularity "day"; a season (English only: "last summer",
   "summer 2022") is meteorological and northern, granularity "month"; "earlier this year" runs from
   the start of the year to ``now``;
+- a closed range of months or years ("between May and July", "from 2020 to 2022", "entre mai et
+  juillet", "zwischen Mai und Juli", "entre mayo y julio", 从5月到7月) is one mention from the start of
+  the first to the end of the second; both ends must be months (or years), so "between May and
+  Caroline" is neither a range nor a month;
 - an expression that opens a range ("since May", "depuis hier", "seit gestern", "desde ayer",
-  从去年…以来) yields no mention: the module returns closed periods only, and reading "since May" as
-  May would drop June's memories.
+  从去年…以来) yields no mention, nor does anything inside it: the module returns closed periods only,
+  and reading "since May" as May would drop June's memories.
 
 Overlapping matches keep the longest (then the first), returned in text order. The module is pure
 (standard library only, no hybridmem import): it sits in the ground layer.
@@ -110,7 +114,20 @@ _NUMBERS_ES = {
     "un": 1, "una": 1, "uno": 1, "dos": 2, "tres": 3, "cuatro": 4, "cinco": 5, "seis": 6, "siete": 7,
     "ocho": 8, "nueve": 9, "diez": 10, "once": 11, "doce": 12,
 }  # fmt: skip
-_ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "〇": 0,
+    "零": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 
 _UNITS = {
     "day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
@@ -133,8 +150,11 @@ _RELATIONS = {
     "pasado": "last", "pasada": "last", "anterior": "last", "proximo": "next", "proxima": "next",
     "que viene": "next",
 }  # fmt: skip
-_RELATION_PREFIXES = (("letzt", "last"), ("vorig", "last"), ("vergangen", "last"), ("dies", "this"))
-_RELATION_PREFIXES += (("nachst", "next"), ("naechst", "next"), ("kommend", "next"))
+#: German declines its relative words (letzte, letzten, letztes …): they are known by their stem
+_RELATION_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("letzt", "last"), ("vorig", "last"), ("vergangen", "last"), ("dies", "this"),
+    ("nachst", "next"), ("naechst", "next"), ("kommend", "next"),
+)  # fmt: skip
 _YEAR_OFFSETS = {"last": -1, "this": 0, "next": 1, "前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 
@@ -237,7 +257,7 @@ def find_time_expressions(text: str, now: datetime, lang: str | None = None) -> 
         raise TypeError(f"text: expected a string, got {type(text).__name__}")
     ctx = _context(now, guessing=lang is None)
     languages = _languages(lang)
-    found: list[TimeMention] = []
+    found: list[tuple[TimeMention, bool]] = []
     for rule in _rules():
         if rule.lang != "*" and rule.lang not in languages:
             continue
@@ -517,7 +537,13 @@ def _ago(lang: str, body: str, *, words: bool = True) -> _Rule:
 
 
 def _dates(
-    lang: str, body: str, *, relation: str | None = None, week: bool = False, check: _Check | None = None, words: bool = True
+    lang: str,
+    body: str,
+    *,
+    relation: str | None = None,
+    week: bool = False,
+    check: _Check | None = None,
+    words: bool = True,
 ) -> _Rule:
     """A month (group ``month``), with an optional ``day``, ``year``, relation ``rel`` or year offset
     ``yrel``; ``week``: the ISO week holding that day."""
@@ -562,15 +588,16 @@ def _years(lang: str, body: str, *, words: bool = True) -> _Rule:
 
 
 def _ranges(lang: str, opening: str, joining: str, month: str, *, zh: bool = False) -> list[_Rule]:
-    """"between May and July", "from 2020 to 2022": one period from the first to the end of the second.
+    """ "between May and July", "from 2020 to 2022": one period from the first to the end of the second.
     Both ends must be months (or years): "between May and Caroline" is no range, and no month."""
     year = r"(?:1\d{3}|2\d{3})"
-    start, month_unit, year_unit = (r"(?<![\d〇零一二三四五六七八九十两个年])", "月", "年") if zh else ("", "", "")
-    months = (
-        rf"{start}{opening}\s*(?P<month>{month}){month_unit}\s*{joining}\s*(?P<month2>{month}){month_unit}"
-        rf"(?:,?\s*(?P<year>{year}))?"
-    )
-    years = rf"{start}{opening}\s*(?P<y1>{year}){year_unit}\s*{joining}\s*(?P<y2>{year}){year_unit}"
+    # Chinese may leave the opening out (5月到7月); its \s* stays inside the optional group, or every
+    # position of a long run of spaces would scan the whole run again
+    start = r"(?<![\d〇零一二三四五六七八九十两个年])(?:" + opening + r"\s*)?" if zh else opening + r"\s*"
+    month_unit, year_unit = ("月", "年") if zh else ("", "")
+    lead, trail = (rf"(?:(?P<year>{year})年\s*)?", "") if zh else ("", rf"(?:,?\s*(?P<year>{year}))?")
+    months = rf"{start}{lead}(?P<month>{month}){month_unit}\s*{joining}\s*(?P<month2>{month}){month_unit}{trail}"
+    years = rf"{start}(?P<y1>{year}){year_unit}\s*{joining}\s*(?P<y2>{year}){year_unit}"
     return [_Rule(lang, _rx(months, words=not zh), _month_range), _Rule(lang, _rx(years, words=not zh), _year_range)]
 
 
@@ -651,19 +678,19 @@ def _en_dates() -> list[_Rule]:
 
 
 def _en_day_month_ok(m: re.Match[str], ctx: _Ctx) -> bool:
-    """"3 may attend": an ambiguous month after a bare number needs "on", "the", "of", "3rd" or a capital."""
+    """ "3 may attend": an ambiguous month after a bare number needs "on", "the", "of", "3rd" or a capital."""
     if m["year"] or _fold(m["month"]) not in _AMBIGUOUS_EN:
         return True
     return bool(m["pre"] or m["ord"] or m["of"] or m["month"][0].isupper())
 
 
 def _en_month_day_ok(m: re.Match[str], ctx: _Ctx) -> bool:
-    """"May 8 people attend?": an ambiguous month before a bare number needs "on" or "8th"."""
+    """ "May 8 people attend?": an ambiguous month before a bare number needs "on" or "8th"."""
     return bool(m["year"] or _fold(m["month"]) not in _AMBIGUOUS_EN or m["pre"] or m["ord"])
 
 
 def _earlier_later(m: re.Match[str], ctx: _Ctx) -> _Span | None:
-    """"earlier this year": from the start of the year to now; "later this week": now to its end."""
+    """ "earlier this year": from the start of the year to now; "later this week": now to its end."""
     start, end, granularity = _shift(ctx, m["unit"].lower() if m["unit"] else "day", 0)
     return (start, ctx.now, granularity) if m["dir"].lower() == "earlier" else (ctx.now, end, granularity)
 
@@ -708,13 +735,19 @@ def _fr_rules() -> list[_Rule]:
     return [
         _phrases("fr", table),
         _guarded_day("fr", r"hier", -1, frozenset(), check=_not_german),
-        _ago("fr", rf"il\s+y\s+a\s+(?P<n>\d{{1,3}}|{_alt(_NUMBERS_FR)})\s+(?P<unit>jours?|semaines?|mois|ans|ann[ée]es?)"),
+        _ago(
+            "fr", rf"il\s+y\s+a\s+(?P<n>\d{{1,3}}|{_alt(_NUMBERS_FR)})\s+(?P<unit>jours?|semaines?|mois|ans|ann[ée]es?)"
+        ),
         _dates("fr", rf"(?:le\s+)?(?:{weekday}\s+)?{_DAY}(?:er)?\s+(?P<month>{month})(?:\s+{_YEAR})?"),
         _dates("fr", rf"(?:en\s+)?(?P<month>{month})\s+{_YEAR}"),
         _dates("fr", rf"{within}(?P<month>{month})"),
         _dates("fr", rf"(?:en\s+)?(?P<month>{month})\s+(?P<rel>dernier|pass[ée]|prochain)"),
-        _weekdays("fr", rf"(?P<wd>{weekday})(?:\s+(?P<rel>dernier|pass[ée]|prochain)|(?!\s+gras))", check=_fr_weekday_ok),
-        _years("fr", rf"(?:(?:en|durant|pendant)\s+(?:l['’]\s*an(?:n[ée]e)?\s+)?|l['’]\s*ann[ée]e\s+){_YEAR}{_COUNT_NOUNS}"),
+        _weekdays(
+            "fr", rf"(?P<wd>{weekday})(?:\s+(?P<rel>dernier|pass[ée]|prochain)|(?!\s+gras))", check=_fr_weekday_ok
+        ),
+        _years(
+            "fr", rf"(?:(?:en|durant|pendant)\s+(?:l['’]\s*an(?:n[ée]e)?\s+)?|l['’]\s*ann[ée]e\s+){_YEAR}{_COUNT_NOUNS}"
+        ),
         *_ranges("fr", r"entre", r"et", month),
         *_ranges("fr", r"(?:de|d['’])", r"(?:à|a|jusqu['’]\s*(?:à|en))", month),
     ]
@@ -736,11 +769,20 @@ def _fr_weekday_ok(m: re.Match[str], ctx: _Ctx) -> bool:
 
 
 def _de_rules() -> list[_Rule]:
-    prev, this, following = r"(?:letzt|vorig|vergangen)e[nmrs]?", r"dies(?:e[nmrs]?)?", r"(?:n(?:ä|ae|a)chst|kommend)e[nmrs]?"
+    prev, this, following = (
+        r"(?:letzt|vorig|vergangen)e[nmrs]?",
+        r"dies(?:e[nmrs]?)?",
+        r"(?:n(?:ä|ae|a)chst|kommend)e[nmrs]?",
+    )
     part_of_day = r"(?:\s+(?:fr(?:ü|ue|u)h|Morgen|Vormittag|Mittag|Nachmittag|Abend|Nacht))?"
     table = [(r"vorgestern", "day", -2), (r"(?:ü|ue)bermorgen", "day", 2)]
     table += [(rf"gestern{part_of_day}", "day", -1), (rf"heute{part_of_day}", "day", 0)]
-    for unit, word in (("week", r"Woche"), ("month", r"Monats?"), ("year", r"Jahr(?:e?s)?"), ("weekend", r"Wochenende")):
+    for unit, word in (
+        ("week", r"Woche"),
+        ("month", r"Monats?"),
+        ("year", r"Jahr(?:e?s)?"),
+        ("weekend", r"Wochenende"),
+    ):
         table += [(rf"{prev}\s+{word}", unit, -1), (rf"{this}\s+{word}", unit, 0), (rf"{following}\s+{word}", unit, 1)]
     month, weekday = _alt(_MONTHS_DE), _alt(_WEEKDAYS_DE)
     numbers = _alt(_NUMBERS_DE)
@@ -748,9 +790,13 @@ def _de_rules() -> list[_Rule]:
     return [
         _phrases("de", table),
         # "Morgen" (capitalised) is the morning; only the adverb "morgen" is tomorrow
-        _guarded_day("de", r"(?-i:morgen)(?:\s+(?:fr(?:ü|ue)h|Vormittag|Mittag|Nachmittag|Abend|Nacht))?", 1, after_not),
+        _guarded_day(
+            "de", r"(?-i:morgen)(?:\s+(?:fr(?:ü|ue)h|Vormittag|Mittag|Nachmittag|Abend|Nacht))?", 1, after_not
+        ),
         _ago("de", rf"vor\s+(?P<n>\d{{1,3}}|{numbers})\s+(?P<unit>Tag(?:en?)?|Wochen?|Monat(?:en?)?|Jahr(?:en?)?)"),
-        _dates("de", rf"(?:(?:am|vom)\s+)?(?:{weekday},?\s+)?(?:de[nm]\s+)?{_DAY}\.\s*(?P<month>{month})(?:\s+{_YEAR})?"),
+        _dates(
+            "de", rf"(?:(?:am|vom)\s+)?(?:{weekday},?\s+)?(?:de[nm]\s+)?{_DAY}\.\s*(?P<month>{month})(?:\s+{_YEAR})?"
+        ),
         _dates("de", rf"(?:(?:am|vom)\s+)?{_DAY}\.(?P<month>1[0-2]|0?[1-9])\.{_YEAR}"),
         _dates("de", rf"(?:im\s+)?(?P<month>{month})\s+{_YEAR}"),
         _dates("de", rf"(?:im|Anfang|Mitte|Ende)\s+(?P<month>{month})"),
@@ -782,14 +828,20 @@ def _es_rules() -> list[_Rule]:
         (r"este\s+fin\s+de\s+semana", "weekend", 0),
     ]
     month, weekday = _alt(_MONTHS_ES), _alt(_WEEKDAYS_ES)
-    article = frozenset({"la", "las", "una", "cada", "toda", "esta", "esa", "aquella", "buena", "de", "media", "mi", "su"})
+    article = frozenset(
+        {"la", "las", "una", "cada", "toda", "esta", "esa", "aquella", "buena", "de", "media", "mi", "su"}
+    )
     return [
         _phrases("es", table),
         _guarded_day("es", r"mañana", 1, article),  # "la mañana" is the morning
         _ago("es", rf"hace\s+(?P<n>\d{{1,3}}|{_alt(_NUMBERS_ES)})\s+(?P<unit>d[ií]as?|semanas?|mes(?:es)?|años?)"),
         _dates("es", rf"(?:el\s+)?(?:{weekday}\s+)?{_DAY}\s+de\s+(?P<month>{month})(?:\s+(?:del?\s+)?{_YEAR})?"),
         _dates("es", rf"(?:(?:en|durante)\s+)?(?P<month>{month})\s+(?:del?\s+)?{_YEAR}"),
-        _dates("es", rf"(?:(?:en|durante)\s+(?:el\s+mes\s+de\s+)?|a\s+(?:principios|mediados|finales)\s+de\s+)(?P<month>{month})"),
+        _dates(
+            "es",
+            rf"(?:(?:en|durante)\s+(?:el\s+mes\s+de\s+)?|a\s+(?:principios|mediados|finales)\s+de\s+)"
+            rf"(?P<month>{month})",
+        ),
         _dates("es", rf"(?:en\s+)?(?:el\s+)?(?P<month>{month})\s+(?P<rel>pasado|{nxt})"),
         _dates("es", rf"(?:el\s+)?(?P<rel>pasado|{nxt})\s+(?P<month>{month})"),
         _weekdays("es", rf"(?:el\s+)?(?P<wd>{weekday})\s+(?P<rel>pasado|anterior|{nxt}|que\s+viene)"),
@@ -822,17 +874,24 @@ def _zh_rules() -> list[_Rule]:
         ),
         _Rule(
             "zh",
-            _rx(r"(?P<rel>上上|上|这|本|下)?(?:个)?(?P<unit>周|星期|礼拜)(?P<wd>[一二三四五六日天1-7])"
-                r"(?![起样直共些下点次定切般同块边道旦会个])", words=False),
+            _rx(
+                r"(?P<rel>上上|上|这|本|下)?(?:个)?(?P<unit>周|星期|礼拜)(?P<wd>[一二三四五六日天1-7])"
+                r"(?![起样直共些下点次定切般同块边道旦会个])",
+                words=False,
+            ),
             _zh_weekday,
         ),  # fmt: skip
         _dates("zh", rf"{_ZH_YEAR}\s*年\s*{_ZH_MONTH}\s*月\s*{_ZH_DAY}\s*[日号]", words=False),
         _dates("zh", rf"{_ZH_YEAR}\s*年\s*{_ZH_MONTH}\s*月(?:份)?", words=False),
         _years("zh", rf"{_ZH_YEAR}\s*年(?!代)", words=False),
-        _dates("zh", rf"(?P<yrel>前年|去年|今年|明年|后年)\s*{_ZH_MONTH}\s*月(?:份)?(?:\s*{_ZH_DAY}\s*[日号])?", words=False),
+        _dates(
+            "zh",
+            rf"(?P<yrel>前年|去年|今年|明年|后年)\s*{_ZH_MONTH}\s*月(?:份)?(?:\s*{_ZH_DAY}\s*[日号])?",
+            words=False,
+        ),
         _dates("zh", rf"{not_month}{_ZH_MONTH}\s*月\s*{_ZH_DAY}\s*[日号]", words=False),
         _dates("zh", rf"{not_month}{_ZH_MONTH}\s*月(?:份)?(?![\d〇零一二三四五六七八九十两亮球光饼])", words=False),
-        *_ranges("zh", r"(?:从|自)?", r"(?:到|至)", _ZH_MONTH.replace("(?P<month>", "(?:"), zh=True),
+        *_ranges("zh", r"(?:从|自)", r"(?:到|至)", _ZH_MONTH.replace("(?P<month>", "(?:"), zh=True),
     ]
 
 
@@ -876,23 +935,26 @@ def _opens_range(lang: str, text: str, start: int, end: int) -> bool:
     )
 
 
-def _mention(rule: _Rule, m: re.Match[str], ctx: _Ctx) -> TimeMention | None:
+def _mention(rule: _Rule, m: re.Match[str], ctx: _Ctx) -> tuple[TimeMention, bool] | None:
+    """The mention of a match, and whether it opens a range (it is then dropped, but still blocks the
+    shorter matches inside it: in "avant le 8 mai 2023", "mai 2023" is no closed period either)."""
     try:
         span = rule.resolve(m, ctx)
     except (ValueError, OverflowError):  # a day or year the calendar does not have (31 June, year 10000)
         return None
-    if span is None or _opens_range(rule.lang, m.string, m.start(), m.end()):
+    if span is None:
         return None
     start, end = span[0].astimezone(UTC), span[1].astimezone(UTC)
     if start >= end:
         return None
-    return TimeMention(start, end, m.group(0), m.span(), span[2])
+    return TimeMention(start, end, m.group(0), m.span(), span[2]), _opens_range(rule.lang, m.string, *m.span())
 
 
-def _longest(found: list[TimeMention]) -> list[TimeMention]:
-    """The longest mentions that do not overlap (ties: the first), in text order."""
-    kept: list[TimeMention] = []
-    for mention in sorted(found, key=lambda x: (x.span[0] - x.span[1], x.span[0])):
-        if all(mention.span[1] <= k.span[0] or mention.span[0] >= k.span[1] for k in kept):
-            kept.append(mention)
-    return sorted(kept, key=lambda x: x.span[0])
+def _longest(found: list[tuple[TimeMention, bool]]) -> list[TimeMention]:
+    """The longest mentions that do not overlap (ties: the first), in text order, without those that
+    open a range."""
+    kept: list[tuple[TimeMention, bool]] = []
+    for mention, opens in sorted(found, key=lambda x: (x[0].span[0] - x[0].span[1], x[0].span[0])):
+        if all(mention.span[1] <= k.span[0] or mention.span[0] >= k.span[1] for k, _ in kept):
+            kept.append((mention, opens))
+    return sorted((mention for mention, opens in kept if not opens), key=lambda x: x.span[0])

@@ -21,6 +21,7 @@ from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
 from .fusion import rrf
 from .legs import Legs
+from .scope import combine, context_turns, conversation_fields, scope_filter, time_filter, time_mentions
 from .types import LegHit, QueryEncoder
 
 __all__ = ["Searcher", "LegHit", "build_request"]
@@ -138,7 +139,9 @@ class Searcher:
     def _search(self, req: QueryRequest, namespace: str, fetch_k: int | None, keep: int | None) -> QueryResponse:
         t0 = time.perf_counter()
         warnings = self._namespace_warning(namespace)
-        flt = self.validate_filter(namespace, req.metadata_filter, warnings)
+        flt = combine(
+            self.validate_filter(namespace, req.metadata_filter, warnings), scope_filter(req, self.store, namespace)
+        )
         k = fetch_k or req.effective_fetch_k()
         hp = req.hybrid_params
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
@@ -147,17 +150,22 @@ class Searcher:
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
         allowed = self.legs.allowed(namespace, flt) if flt is not None else None
         legs = self._legs(req, namespace, mode, allowed, k)
+        if mode == "hybrid":
+            legs.update(self._time_legs(req, namespace, flt, k))
 
         hits, reports = self._run_legs(legs)
         for name in ("bm25", "dense"):
             reports.setdefault(name, LegReport(status="skipped"))
 
-        order = [n for n in ("bm25", "dense", "exact", "graph") if n in hits]
+        order = [n for n in ("bm25", "dense", "exact", "graph", "time", "time_dense", "recency") if n in hits]
         weights = {
             "bm25": hp.sparse_weight,
             "dense": hp.dense_weight,
             "exact": hp.exact_weight,
             "graph": 1.0 if mode == "graph" else hp.graph_weight,
+            "time": hp.time_weight,
+            "time_dense": hp.time_weight,
+            "recency": hp.recency_weight,
         }
         pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
         scale = self._dense_scale(namespace, pending, mode, warnings)
@@ -190,8 +198,10 @@ class Searcher:
                     metadata=row.metadata,
                     ranks={n: rank_of[n][rid] for n in order if rid in rank_of[n]},
                     scores={n: score_of[n][rid] for n in order if rid in score_of[n]},
+                    **conversation_fields(row),
                 )
             )
+        context_turns(self.store, namespace, req, results)
         return QueryResponse(
             query_id=req.query_id,
             results=results,
@@ -237,6 +247,30 @@ class Searcher:
             err = errors[0]
             raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))
         return hits, reports
+
+    def _time_legs(
+        self, req: QueryRequest, namespace: str, flt: Filter | None, k: int
+    ) -> dict[str, Callable[[], list[LegHit]]]:
+        """The time leg (BM25 and dense among the memories that occurred when the question says,
+        see :mod:`.scope`) and the recency leg, when their weights and the question call for them."""
+        legs: dict[str, Callable[[], list[LegHit]]] = {}
+        hp = req.hybrid_params
+        if hp.recency_weight > 0:
+            legs["recency"] = lambda: self.store.recent(namespace, flt, k)
+        if hp.time_weight <= 0:
+            return legs
+        named = time_filter(time_mentions(req, self.store, namespace, flt))
+        if named is None:
+            return legs
+        tflt = combine(flt, named)
+        assert tflt is not None
+        allowed = self.legs.allowed(namespace, tflt)
+        if allowed.empty:
+            return legs
+        terms = query_tokens(req.search_text)
+        legs["time"] = lambda: self.legs.sparse(namespace, terms, allowed, k)
+        legs["time_dense"] = lambda: self.legs.dense(namespace, req.search_text, self.encoder, allowed, k)
+        return legs
 
     def _legs(
         self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int

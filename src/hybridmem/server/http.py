@@ -254,6 +254,10 @@ async def _on_http(request: Request, e: StarletteHTTPException) -> JSONResponse:
             ValidationError.error_type,
             "request body could not be parsed (malformed, or nested too deeply)",
         )
+    if e.status_code == 400:
+        # Starlette's answer to a multipart body it cannot parse ("Missing boundary in multipart.",
+        # a part over its size limit...): a malformed body, 422 like every other (bench/fuzz.py)
+        return _error(request, 422, ValidationError.error_type, f"request body could not be parsed: {message}")
     return _error(
         request,
         e.status_code,

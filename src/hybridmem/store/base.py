@@ -28,6 +28,7 @@ __all__ = [
     "DOCUMENT_COLUMNS",
     "document_record",
     "iso_time",
+    "version_record",
     "plan_writes",
     "check_embedder",
 ]
@@ -88,6 +89,24 @@ def document_record(row: Sequence[Any], metadata: dict[str, Any], chunks: Sequen
         "version": int(row[10] or 1),
         "head_id": row[11],
         "chunks": [{"chunk_id": c, "text": t} for c, t in chunks],
+    }
+
+
+def version_record(row: Sequence[Any]) -> dict[str, Any]:
+    """One version of a memory as ``history`` shows it (``row``: ``history_sql.VERSION_COLUMNS``)."""
+    import json  # noqa: PLC0415
+
+    meta = row[9] if isinstance(row[9], dict) else json.loads(row[9] or "{}")
+    return {
+        "id": row[0],
+        "memory_id": row[1] or row[0],
+        "version": int(row[2] or 1),
+        "current": row[5] is None,
+        "occurred_at": iso_time(row[3]),
+        "recorded_at": iso_time(row[4]),
+        "valid_to": iso_time(row[5]),
+        "reason": row[6],
+        "metadata": meta,
     }
 
 
@@ -189,6 +208,17 @@ class Store(Protocol):
     def metadata_keys(self, namespace: str) -> set[str]: ...
     def counts(self, namespace: str) -> dict[str, int]: ...
     def chunk_count(self, namespace: str) -> int: ...
+    def any_match(self, namespace: str, flt: Filter) -> bool: ...
+    def latest_occurred(self, namespace: str, flt: Filter | None) -> float | None: ...
+    def recent(self, namespace: str, flt: Filter | None, k: int) -> list[tuple[int, float]]: ...
+    def max_turn(self, namespace: str, session_id: str) -> int | None: ...
+    def session_turns(self, namespace: str, session_id: str, lo: int, hi: int, as_of: float | None) -> list[int]: ...
+
+    # versions (store/history_sql.py)
+    def history(self, namespace: str, doc_id: str) -> list[tuple[Any, ...]]: ...
+    def has_history(self, namespace: str) -> bool: ...
+    def key_holder(self, namespace: str, mem_key: str) -> str | None: ...
+    def retire(self, namespace: str, doc_id: str, reason: str | None) -> "WriteResult": ...
     def has_graph(self, namespace: str) -> bool: ...
 
     # writes (each one transaction)

@@ -1322,7 +1322,8 @@ class PostgresStore:
         with self._conn() as conn:
             d, c, v = _one(
                 conn.execute(
-                    "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s), (SELECT count(*) FROM chunks WHERE ns_id=%s), "
+                    "SELECT (SELECT count(*) FROM documents WHERE ns_id=%s AND valid_to IS NULL), "
+                    "(SELECT count(*) FROM chunks WHERE ns_id=%s), "
                     "(SELECT count(*) FROM vectors WHERE ns_id=%s)",
                     (ns, ns, ns),
                 ).fetchone()
@@ -1333,6 +1334,75 @@ class PostgresStore:
             "vectors": int(v),
             "pending_vectors": self.pending_count(namespace),
         }
+
+    def any_match(self, namespace: str, flt: Filter) -> bool:
+        """True when some document of the namespace passes ``flt`` (an unknown scope is an error)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return False
+        where, params = to_pg_sql(flt, "d.metadata")
+        with self._conn() as conn:
+            sql = f"SELECT 1 FROM documents d WHERE d.ns_id=%s AND {where} LIMIT 1"
+            return conn.execute(sql, [ns, *params]).fetchone() is not None
+
+    def latest_occurred(self, namespace: str, flt: Filter | None) -> float | None:
+        """The latest occurred_at among the documents ``flt`` allows (relative times resolve from it)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        where, params = to_pg_sql(flt, "d.metadata")
+        with self._conn() as conn:
+            sql = f"SELECT max(d.occurred_at) FROM documents d WHERE d.ns_id=%s AND {where}"
+            t = _one(conn.execute(sql, [ns, *params]).fetchone())[0]
+        return None if t is None else float(t)
+
+    def recent(self, namespace: str, flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        """Top-k (rowid, occurred_at) of the allowed chunks, newest first (the recency leg)."""
+        ns = self.namespace_id(namespace)
+        if ns is None or k <= 0:
+            return []
+        where, params = to_pg_sql(flt, "d.metadata")
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT c.id, d.occurred_at FROM chunks c {_DOC_JOIN} WHERE c.ns_id=%s AND {where} "
+                "ORDER BY d.occurred_at DESC, c.id LIMIT %s",
+                [ns, *params, k],
+            ).fetchall()
+        return [(int(r), float(t or 0.0)) for r, t in rows]
+
+    def session_turns(self, namespace: str, session_id: str, lo: int, hi: int, as_of: float | None) -> list[int]:
+        """Rowids of the chunks of a session's turns ``lo``..``hi`` visible now (or ``as_of``), in order."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return []
+        if as_of is None:
+            vis, vparams = "d.valid_to IS NULL", []
+        else:
+            vis, vparams = "d.recorded_at <= %s AND (d.valid_to IS NULL OR d.valid_to > %s)", [as_of, as_of]
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT c.id FROM documents d JOIN chunks c ON c.ns_id = d.ns_id AND c.doc_id = d.doc_id "
+                "WHERE d.ns_id=%s AND d.metadata @> %s::jsonb AND jsonb_typeof(d.metadata -> 'turn') = 'number' "
+                f"AND (d.metadata ->> 'turn')::numeric BETWEEN %s AND %s AND {vis} "
+                "ORDER BY (d.metadata ->> 'turn')::numeric, c.ord",
+                [ns, json.dumps({"session_id": session_id}), lo, hi, *vparams],
+            ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def max_turn(self, namespace: str, session_id: str) -> int | None:
+        """The last turn index of a session (its next message continues from it)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        with self._conn() as conn:
+            t = _one(
+                conn.execute(
+                    "SELECT max((metadata ->> 'turn')::numeric) FROM documents WHERE ns_id=%s "
+                    "AND metadata @> %s::jsonb AND jsonb_typeof(metadata -> 'turn') = 'number'",
+                    (ns, json.dumps({"session_id": session_id})),
+                ).fetchone()
+            )[0]
+        return None if t is None else int(t)
 
     def chunk_count(self, namespace: str) -> int:
         """The namespace's chunks, from its statistics row (kept in each write transaction)."""

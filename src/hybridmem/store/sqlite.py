@@ -112,7 +112,9 @@ HISTORY_COLUMNS_SQL = """
     CREATE INDEX documents_by_time ON documents (ns_id, occurred_at);
     CREATE INDEX documents_by_head ON documents (ns_id, head_id) WHERE head_id IS NOT NULL;
     CREATE INDEX documents_by_key ON documents (ns_id, mem_key) WHERE mem_key IS NOT NULL;
-    CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS NOT NULL
+    CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS NOT NULL;
+    CREATE INDEX documents_by_turn ON documents
+        (ns_id, json_extract(metadata, '$.session_id'), json_extract(metadata, '$.turn'))
 """
 
 
@@ -142,6 +144,13 @@ _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 _DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
 #: a chunk's times and version, from its document (``ChunkRow``'s last fields)
 _TIME_COLUMNS = "d.occurred_at, d.recorded_at, d.valid_to, d.version"
+
+
+def _visible(as_of: float | None, mark: str = "?") -> tuple[str, list[float]]:
+    """The versions visible now, or as the memory stood at ``as_of`` (store/history_sql.py)."""
+    if as_of is None:
+        return "d.valid_to IS NULL", []
+    return f"d.recorded_at <= {mark} AND (d.valid_to IS NULL OR d.valid_to > {mark})", [as_of, as_of]
 
 
 def _fts(ns_id: int) -> str:
@@ -893,7 +902,10 @@ class SQLiteStore:
             return {"documents": 0, "chunks": 0, "vectors": 0, "pending_vectors": 0}
         db = self.reader
         return {
-            "documents": db.execute("SELECT count(*) FROM documents WHERE ns_id=?", (ns,)).fetchone()[0],
+            # current memories (a retired version is history, not a document); chunks and vectors: all stored
+            "documents": db.execute(
+                "SELECT count(*) FROM documents WHERE ns_id=? AND valid_to IS NULL", (ns,)
+            ).fetchone()[0],
             "chunks": db.execute("SELECT count(*) FROM chunks WHERE ns_id=?", (ns,)).fetchone()[0],
             "vectors": db.execute(
                 "SELECT count(*) FROM vectors v JOIN chunks c ON c.id = v.chunk_rowid WHERE c.ns_id=?", (ns,)
@@ -926,6 +938,67 @@ class SQLiteStore:
             acc = _Changes(retired=retired[1])
             self._log_changes(db, namespace, ns, acc, res)
         return res
+
+    def any_match(self, namespace: str, flt: Filter) -> bool:
+        """True when some document of the namespace passes ``flt`` (an unknown scope is an error)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return False
+        where, params = to_sql(flt, "d.metadata")
+        sql = f"SELECT 1 FROM documents d WHERE d.ns_id=? AND {where} LIMIT 1"
+        return self.reader.execute(sql, [ns, *params]).fetchone() is not None
+
+    def latest_occurred(self, namespace: str, flt: Filter | None) -> float | None:
+        """The latest occurred_at among the documents ``flt`` allows (relative times resolve from it)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        where, params = to_sql(flt, "d.metadata")
+        row = self.reader.execute(
+            f"SELECT max(d.occurred_at) FROM documents d WHERE d.ns_id=? AND {where}", [ns, *params]
+        )
+        t = row.fetchone()[0]
+        return None if t is None else float(t)
+
+    def recent(self, namespace: str, flt: Filter | None, k: int) -> list[tuple[int, float]]:
+        """Top-k (rowid, occurred_at) of the allowed chunks, newest first (the recency leg)."""
+        ns = self.namespace_id(namespace)
+        if ns is None or k <= 0:
+            return []
+        where, params = to_sql(flt, "d.metadata")
+        rows = self.reader.execute(
+            f"SELECT c.id, d.occurred_at FROM chunks c {_DOC_JOIN} WHERE c.ns_id=? AND {where} "
+            "ORDER BY d.occurred_at DESC, c.id LIMIT ?",
+            [ns, *params, k],
+        ).fetchall()
+        return [(int(r), float(t or 0.0)) for r, t in rows]
+
+    def session_turns(self, namespace: str, session_id: str, lo: int, hi: int, as_of: float | None) -> list[int]:
+        """Rowids of the chunks of a session's turns ``lo``..``hi`` visible now (or ``as_of``), in order."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return []
+        vis, vparams = _visible(as_of)
+        rows = self.reader.execute(
+            f"SELECT c.id FROM documents d JOIN chunks c ON c.ns_id = d.ns_id AND c.doc_id = d.doc_id "
+            "WHERE d.ns_id=? AND json_extract(d.metadata, '$.session_id') = ? "
+            f"AND json_extract(d.metadata, '$.turn') BETWEEN ? AND ? AND {vis} "
+            "ORDER BY json_extract(d.metadata, '$.turn'), c.ord",
+            [ns, session_id, lo, hi, *vparams],
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def max_turn(self, namespace: str, session_id: str) -> int | None:
+        """The last turn index of a session (its next message continues from it)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        row = self.reader.execute(
+            "SELECT max(json_extract(metadata, '$.turn')) FROM documents WHERE ns_id=? "
+            "AND json_extract(metadata, '$.session_id') = ?",
+            (ns, session_id),
+        ).fetchone()
+        return None if row[0] is None else int(row[0])
 
     def chunk_count(self, namespace: str) -> int:
         """The namespace's chunks (one indexed count: what a query needs, not all of :meth:`counts`)."""

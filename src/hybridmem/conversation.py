@@ -1,0 +1,96 @@
+"""Chat messages as memories (docs/agent-memory.md): each message is one memory unit (a long one is
+chunked like any document) whose speaker, role, session, turn index and scope are metadata —
+filterable like any metadata and lifted into each search result — and whose time is its
+``occurred_at``.
+
+    {"role": "user", "name": "Caroline", "content": "I moved to Lisbon.", "timestamp": "2023-05-08T13:56Z"}
+
+becomes the document ``{session_id}:{turn}`` with text ``Caroline: I moved to Lisbon.`` (the speaker in
+the text, so that "what did Caroline say" meets it on BM25) and metadata ``{"session_id", "turn",
+"role", "speaker", "user_id", "agent_id"}``. Messages are validated first; one bad message rejects
+the call, naming the message and the field, and nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import ValidationError
+from .models import Message
+
+__all__ = ["SCOPE_KEYS", "messages_to_documents", "parse_messages"]
+
+#: the metadata keys a message's memory carries (reserved in a message's own metadata)
+SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
+
+
+def parse_messages(messages: Iterable[Message | dict[str, Any]]) -> list[Message]:
+    """Validated messages; the first problem raises ValidationError naming ``messages[i].field``."""
+    from pydantic import ValidationError as PydanticError  # noqa: PLC0415
+
+    out: list[Message] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, Message):
+            out.append(m)
+            continue
+        if not isinstance(m, dict):
+            raise ValidationError(f"a message is an object, got {type(m).__name__}", field=f"messages[{i}]")
+        try:
+            out.append(Message(**m))
+        except PydanticError as e:
+            err = e.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise ValidationError(err["msg"].removeprefix("Value error, "), field=f"messages[{i}].{loc}") from None
+        reserved = set(out[-1].metadata) & set(SCOPE_KEYS)
+        if reserved:
+            raise ValidationError(
+                f"{', '.join(sorted(reserved))} is set by the message itself, not its metadata",
+                field=f"messages[{i}].metadata",
+            )
+    if not out:
+        raise ValidationError("no messages", field="messages")
+    return out
+
+
+def _check_scope(value: str | None, field: str) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 512 or "\x00" in value):
+        raise ValidationError(f"{field} must be 1-512 characters", field=field)
+
+
+def messages_to_documents(
+    messages: list[Message],
+    *,
+    session_id: str,
+    first_turn: int,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """The documents of validated messages, turns numbered from ``first_turn``."""
+    for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
+        _check_scope(value, field)
+    docs = []
+    for i, m in enumerate(messages):
+        turn = first_turn + i
+        speaker = m.name or m.role
+        meta: dict[str, Any] = {
+            **m.metadata,
+            "session_id": session_id,
+            "turn": turn,
+            "role": m.role,
+            "speaker": speaker,
+        }
+        if user_id is not None:
+            meta["user_id"] = user_id
+        if agent_id is not None:
+            meta["agent_id"] = agent_id
+        docs.append(
+            {
+                "id": m.id or f"{session_id}:{turn}",
+                "text": f"{speaker}: {m.content}",
+                "metadata": meta,
+                "occurred_at": m.timestamp,
+                "source": f"session {session_id}",
+            }
+        )
+    return docs
