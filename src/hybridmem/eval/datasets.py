@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import config
 from ..errors import NotFoundError, ValidationError
+from .conversations import is_locomo, load_locomo
 
 __all__ = ["DEMO", "Dataset", "load_dataset"]
 
@@ -37,6 +38,10 @@ class Dataset:
     chunk_size: int | None = None
     splits: tuple[str, ...] = ()
     fingerprint: str = ""
+    #: request fields a query searches within (a conversational set: its conversation, ``user_id``)
+    scopes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: extra labels of a query, scored apart (``time-constrained``)
+    tags: dict[str, list[str]] = field(default_factory=dict)
 
     def subset(self, qids: list[str], split: str) -> Dataset:
         """The same corpus with only ``qids`` as queries (for tune / report halves)."""
@@ -53,6 +58,8 @@ class Dataset:
             self.chunk_size,
             self.splits,
             self.fingerprint,
+            {q: s for q, s in self.scopes.items() if q in qids},
+            {q: t for q, t in self.tags.items() if q in qids},
         )
 
 
@@ -93,7 +100,9 @@ def load_dataset(spec: str, split: str = "test") -> Dataset:
         return _load_demo()
     root = Path(spec)
     if not root.exists():
-        raise NotFoundError(f"dataset not found: {spec} (a BEIR folder or 'demo')")
+        raise NotFoundError(f"dataset not found: {spec} (a BEIR folder, a LoCoMo JSON file or 'demo')")
+    if is_locomo(root):
+        return load_locomo(root)
     for need in ("corpus.jsonl", "queries.jsonl"):
         if not (root / need).is_file():
             raise NotFoundError(f"{root} is not a BEIR-layout dataset: {need} is missing")

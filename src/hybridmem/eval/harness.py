@@ -37,7 +37,14 @@ from .references import references_for, targets_for
 __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 
 #: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
-ALL_MODES = MODES
+#: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
+#: ``hybrid+time`` is the product's default (the time leg when a question names a time) and
+#: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets)
+AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "hybrid+time": ({"time_weight": 1.0}, None),
+    "hybrid+context": ({"time_weight": 1.0}, {"before": 1, "after": 1}),
+}
+ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
 #: the single-leg modes hybrid is compared with
 SINGLE_LEGS = ("bm25", "vector")
 #: hybrid with the graph leg fused in, evaluated alongside ``graph`` (the weight that did best on
@@ -171,7 +178,12 @@ def open_index(
 
 # ---------------------------------------------------------------------------------------- running
 def _doc_ranking(resp: Any) -> list[str]:
-    return list(dict.fromkeys(r.doc_id for r in resp.results))
+    """Document ids in rank order; a hit's context turns (``context_window``) follow it."""
+    ids: list[str] = []
+    for r in resp.results:
+        ids.append(r.doc_id)
+        ids += [c["doc_id"] for c in r.context or [] if c["doc_id"] != r.doc_id]
+    return list(dict.fromkeys(ids))
 
 
 def _run_mode(
@@ -189,12 +201,21 @@ def _run_mode(
     leg_trouble: dict[str, int] = {}
     rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
     rerank_notes: dict[str, int] = {}
+    agent, window = AGENT_MODES.get(mode, ({"time_weight": 0.0} if mode == "hybrid" else {}, None))
     for qid, text in ds.queries.items():
-        req: dict[str, Any] = {"query_id": qid, "search_text": text, "top_k": cfg.top_k, "mode": mode}
+        req: dict[str, Any] = {
+            "query_id": qid,
+            "search_text": text,
+            "top_k": cfg.top_k,
+            "mode": "hybrid" if mode in AGENT_MODES else mode,
+            **ds.scopes.get(qid, {}),
+        }
         if qid in ds.filters:
             req["metadata_filter"] = ds.filters[qid]
-        if params:
-            req["hybrid_params"] = params
+        if params or agent:
+            req["hybrid_params"] = {**agent, **(params or {})}
+        if window:
+            req["context_window"] = window
         t = time.perf_counter()
         resp = mem.search(req)
         lat.append((time.perf_counter() - t) * 1000)
@@ -222,6 +243,10 @@ def _run_mode(
         "per_query": scores,
         "metrics": means_by_category(scores, ds.categories),
     }
+    for tag in sorted({t for ts in ds.tags.values() for t in ts}):  # scored apart, e.g. time-constrained
+        tagged = {q: s for q, s in scores.items() if tag in ds.tags.get(q, ())}
+        if tagged:
+            out["metrics"][tag] = means_by_category(tagged)["all"]
     if curves:
         out["recall_curve"] = {"k": list(CURVE_KS), "recall": [float(x) for x in np.mean(curves, axis=0)]}
     a = np.asarray(lat)
@@ -286,6 +311,8 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
     for other, label in (
         ("rerank", "rerank vs hybrid (fused order)"),
         (HYBRID_GRAPH[0], "hybrid + graph leg vs hybrid"),
+        ("hybrid+time", "hybrid + time leg vs hybrid"),
+        ("hybrid+context", "hybrid + context window vs hybrid"),
     ):
         if modes.get(other, {}).get("status") != "ok":
             continue
@@ -440,7 +467,7 @@ def run_eval(
     started, t0 = _now(), time.perf_counter()
     if cfg.limit:
         ds = ds.subset(list(ds.queries)[: cfg.limit], ds.split)
-    need_vectors = any(m in ("vector", "hybrid", "rerank") for m in cfg.modes) or bool(cfg.sweep)
+    need_vectors = any(m in ("vector", "hybrid", "rerank", *AGENT_MODES) for m in cfg.modes) or bool(cfg.sweep)
     mem, index = open_index(ds, cfg, need_vectors, progress)
     notes: list[str] = []
     try:

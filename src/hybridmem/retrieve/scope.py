@@ -129,6 +129,7 @@ def context_turns(store: Store, namespace: str, req: QueryRequest, results: list
         r.context = [
             {
                 "chunk_id": row.chunk_id,
+                "doc_id": row.doc_id,
                 "turn": row.metadata.get("turn"),
                 "speaker": row.metadata.get("speaker"),
                 "occurred_at": iso_time(row.occurred_at),

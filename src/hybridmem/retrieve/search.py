@@ -265,7 +265,13 @@ class Searcher:
         tflt = combine(flt, named)
         assert tflt is not None
         allowed = self.legs.allowed(namespace, tflt)
-        if allowed.empty:
+        n_time = len(self.legs.allowed_rowids(namespace, allowed))
+        n_all = (
+            len(self.legs.allowed_rowids(namespace, self.legs.allowed(namespace, flt)))
+            if flt is not None
+            else self.store.chunk_count(namespace)
+        )
+        if n_time == 0 or n_time >= n_all:  # nothing then, or everything: the leg would only echo BM25
             return legs
         terms = query_tokens(req.search_text)
         legs["time"] = lambda: self.legs.sparse(namespace, terms, allowed, k)

@@ -40,8 +40,10 @@ __all__ = [
     "TextFormatter",
     "ask",
     "configure_logging",
+    "forget",
     "log_failure",
     "request_id",
+    "supersede",
 ]
 
 #: scope keys: the request's id, its tenant (a key id or "anonymous", for the log), its Principal
@@ -83,6 +85,26 @@ def ask(memory: Any, question: str, **options: Any) -> Any:
             raise
         message = str(e).removeprefix("search_text: ").replace("search_text", "question")
         raise ValidationError(message, field="question") from None
+
+
+def supersede(memory: Any, doc_id: str, new: str | dict[str, Any], *, namespace: str, reason: str | None) -> Any:
+    """``memory.supersede``; a problem with the new message is named ``message.FIELD`` (the core
+    validates it as ``messages[0]``)."""
+    try:
+        return memory.supersede(doc_id, new, namespace=namespace, reason=reason)
+    except ValidationError as e:
+        field = e.field or ""
+        if not (isinstance(new, dict) and field.startswith("messages[0]")):
+            raise
+        raise ValidationError(
+            str(e).removeprefix(f"{field}: "), field="message" + field[len("messages[0]") :]
+        ) from None
+
+
+def forget(memory: Any, doc_id: str, *, namespace: str, reason: str | None) -> dict[str, Any]:
+    """``memory.forget`` (a soft delete), then the version it retired (``history``'s last)."""
+    memory.forget(doc_id, namespace=namespace, reason=reason)
+    return dict(memory.history(doc_id, namespace=namespace)[-1])
 
 
 # ---------------------------------------------------------------------------------------------- ASGI helpers

@@ -27,7 +27,7 @@ from fastapi import Depends, FastAPI, File, Form, Query, Request, Security, Uplo
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -37,6 +37,7 @@ from ..models import (
     AnswerRequest,
     Document,
     IngestReport,
+    Message,
     Namespace,
     QueryRequest,
     QueryResponse,
@@ -119,6 +120,77 @@ class DeleteReport(BaseModel):
     namespace: str
 
 
+class MessagesRequest(RequestModel):
+    """Chat messages stored as memories of one session (docs/agent-memory.md): each message is a
+    memory ``{session_id}:{turn}`` whose speaker, role, session, turn and scope are metadata and whose
+    ``timestamp`` is its ``occurred_at``. One bad message rejects the request; nothing is written."""
+
+    messages: list[Message] = Field(
+        ..., min_length=1, description="In order: {role, content, name?, timestamp?, id?, metadata?}."
+    )
+    session_id: str = Field(..., min_length=1, max_length=512, description="The conversation; turns continue it.")
+    user_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the user (metadata).")
+    agent_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the agent (metadata).")
+    namespace: Namespace = None
+
+
+class MessagesReport(IngestReport):
+    namespace: str
+    session_id: str
+
+
+class SupersedeRequest(RequestModel):
+    """A new version of a memory: its new ``text``, or a new ``message`` (which keeps the memory's
+    session and turn). The old version stays in the history with ``valid_to``."""
+
+    text: str | None = Field(None, min_length=1, description="The new text (or give message).")
+    message: Message | None = Field(None, description="The new message {role, content, name?, timestamp?}.")
+    reason: str | None = Field(None, min_length=1, max_length=512, description="Why (kept in the history).")
+
+    @model_validator(mode="after")
+    def _one(self) -> SupersedeRequest:
+        if (self.text is None) == (self.message is None):
+            raise self._field_error(("text",), "give the new text or a message (exactly one)", self.text)
+        return self
+
+
+class ForgetRequest(RequestModel):
+    reason: str | None = Field(None, min_length=1, max_length=512, description="Why (kept in the history).")
+
+
+class ForgetReport(BaseModel):
+    """The version that stopped being current (it stays in the history)."""
+
+    id: str
+    version: int
+    valid_to: str | None
+    namespace: str
+
+
+class MemoryVersion(BaseModel):
+    """One version of a memory, as ``Memory.history`` gives it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    memory_id: str
+    version: int
+    current: bool
+    occurred_at: str | None = None
+    recorded_at: str | None = None
+    valid_to: str | None = None
+    reason: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    text: str = ""
+
+
+class MemoryHistory(BaseModel):
+    id: str
+    #: oldest first; the current one (if any) last
+    versions: list[MemoryVersion]
+    namespace: str
+
+
 class StoredChunk(BaseModel):
     chunk_id: str
     text: str
@@ -132,6 +204,11 @@ class StoredDocument(BaseModel):
     n_chunks: int
     created_at: str
     updated_at: str
+    #: when it happened, when this version was recorded, when it stopped being current (ISO 8601 UTC)
+    occurred_at: str | None = None
+    recorded_at: str | None = None
+    valid_to: str | None = None
+    version: int | None = None
     chunks: list[StoredChunk]
     namespace: str
 
@@ -181,6 +258,15 @@ def _json(obj: BaseModel) -> Response:
 
 def _written(report: IngestReport, ns: str) -> WriteReport:
     return WriteReport(**report.model_dump(), namespace=ns)
+
+
+def _dotted(e: ValidationError) -> ValidationError:
+    """``e`` with its field as the request's own validation names it: ``messages[2].metadata`` ->
+    ``messages.2.metadata`` (the core's spelling is Python's)."""
+    field = e.field
+    if not field or "[" not in field:
+        return e
+    return ValidationError(str(e).removeprefix(f"{field}: "), field=re.sub(r"\[(\d+)\]", r".\1", field))
 
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -410,7 +496,9 @@ def create_app(memory_or_factory: MemoryOrFactory, config: ServerConfig | None =
     holder: dict[str, Any] = {"memory": None if owned else memory_or_factory}
     deps = _Deps(cfg, keys, runner, metrics, holder)
     app = _new_app(deps, _lifespan(deps, memory_or_factory if owned else None))
-    for register in (_query_routes, _memory_routes, _document_routes, _graph_routes, _introspection_routes):
+    # the agent routes first: GET /v1/memories/{id}/history before GET /v1/memories/{id:path}
+    routes = (_query_routes, _agent_routes, _memory_routes, _document_routes, _graph_routes, _introspection_routes)
+    for register in routes:
         register(app, deps)
     return app
 
@@ -573,6 +661,71 @@ def _memory_routes(app: FastAPI, d: _Deps) -> None:
         if not found:
             raise NotFoundError(f"no document or chunk {doc_id!r} in namespace {ns!r}")
         return DeleteReport(deleted=found, namespace=ns)
+
+
+def _agent_routes(app: FastAPI, d: _Deps) -> None:
+    """Agent memory (docs/agent-memory.md): chat messages, versions, supersession, soft deletes."""
+
+    @app.post(
+        "/v1/messages", response_model=MessagesReport, tags=["agent memory"], responses=_errors(401, 403, 413, 422, 504)
+    )
+    async def add_messages(body: MessagesRequest, p: Caller) -> MessagesReport:
+        """Store chat messages as memories of a session, turns numbered after its last one."""
+        ns = p.namespace(body.namespace)
+        if len(body.messages) > d.cfg.max_batch:
+            raise ValidationError(
+                f"at most {d.cfg.max_batch} messages per request, got {len(body.messages)}", field="messages"
+            )
+        msgs = [m.model_dump(exclude_none=True) for m in body.messages]  # the core checks them again
+        scope = {"session_id": body.session_id, "user_id": body.user_id, "agent_id": body.agent_id}
+        try:
+            report: IngestReport = await d.runner.write(d.memory().add_messages, msgs, **scope, namespace=ns)
+        except ValidationError as e:
+            raise _dotted(e) from None
+        return MessagesReport(**report.model_dump(), namespace=ns, session_id=body.session_id)
+
+    @app.get(
+        "/v1/memories/{doc_id:path}/history",
+        response_model=MemoryHistory,
+        tags=["agent memory"],
+        responses=_errors(401, 403, 404, 422, 504),
+    )
+    async def memory_history(doc_id: str, p: Caller, namespace: NamespaceQuery = None) -> MemoryHistory:
+        """Every version of a memory, oldest first: times, why each was written, which is current."""
+        ns = p.namespace(namespace)
+        versions = await d.runner(d.memory().history, doc_id, namespace=ns)
+        return MemoryHistory(id=doc_id, versions=[MemoryVersion(**v) for v in versions], namespace=ns)
+
+    @app.post(
+        "/v1/memories/{doc_id:path}/supersede",
+        response_model=WriteReport,
+        tags=["agent memory"],
+        responses=_errors(401, 403, 404, 413, 422, 504),
+    )
+    async def supersede(
+        doc_id: str, body: SupersedeRequest, p: Caller, namespace: NamespaceQuery = None
+    ) -> WriteReport:
+        """A new version of a memory (text, or a message keeping its session and turn); the old one
+        stays in its history with `valid_to`. 404 when the memory is not current."""
+        ns = p.namespace(namespace)
+        new = body.text if body.message is None else body.message.model_dump(exclude_none=True)
+        report = await d.runner.write(common.supersede, d.memory(), doc_id, new, namespace=ns, reason=body.reason)
+        return _written(report, ns)
+
+    @app.post(
+        "/v1/memories/{doc_id:path}/forget",
+        response_model=ForgetReport,
+        tags=["agent memory"],
+        responses=_errors(401, 403, 404, 413, 422, 504),
+    )
+    async def forget(
+        doc_id: str, p: Caller, body: ForgetRequest | None = None, namespace: NamespaceQuery = None
+    ) -> ForgetReport:
+        """A soft delete: the memory stops being current now and stays in its history (`as_of` an
+        earlier time still finds it; DELETE removes every version). The body may be left out."""
+        ns = p.namespace(namespace)
+        last = await d.runner.write(common.forget, d.memory(), doc_id, namespace=ns, reason=body and body.reason)
+        return ForgetReport(id=doc_id, version=last["version"], valid_to=last["valid_to"], namespace=ns)
 
 
 def _document_routes(app: FastAPI, d: _Deps) -> None:

@@ -1,5 +1,5 @@
-"""The MCP server: tools ``remember``, ``recall`` (the query contract), ``forget``, ``ask`` and a
-stats resource, over one :class:`hybridmem.Memory`. Built on the official ``mcp`` SDK 2.x
+"""The MCP server: tools ``remember`` (a text, or chat messages), ``recall`` (the query contract,
+with the agent-memory scopes and times), ``history``, ``forget``, ``ask`` and a stats resource, over one :class:`hybridmem.Memory`. Built on the official ``mcp`` SDK 2.x
 (``mcp.server.mcpserver.MCPServer``; 1.x's ``mcp.server.fastmcp`` is gone). stdio by default,
 streamable HTTP on request (``hybridmem mcp --transport http``).
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from pydantic import Field
 
 from ..errors import HybridMemError
-from ..models import HybridParams
+from ..models import ContextWindow, HybridParams, Message, TimeRange
 from ..models import Namespace as _Namespace
 from . import common
 from .auth import AuthError, HostPolicy, KeyRing, Principal, bare_host
@@ -34,7 +34,10 @@ INSTRUCTIONS = (
     "later); `recall` searches it (hybrid BM25 + embeddings: exact identifiers such as HEL-4040 or "
     "max_connections and paraphrases are both found; `metadata_filter` narrows before ranking); "
     "`ask` answers a question from the memory with [chunk_id] citations; `forget` deletes by id. "
-    "Read hybridmem://stats for what the memory holds."
+    "Conversations: `remember` with `messages` and a `session_id` stores each message as a memory "
+    "(speaker, turn, timestamp); `recall` narrows by `session_id`, `user_id`, `time_range`, sees the "
+    "past with `as_of` and returns neighbouring turns with `context_window`; `history` lists a "
+    "memory's versions. Read hybridmem://stats for what the memory holds."
 )
 
 Namespace = Annotated[_Namespace, Field(None, description="Namespace (default: the server's).")]
@@ -50,20 +53,25 @@ ALIASES: dict[str, dict[str, str]] = {
         "limit": "top_k",
         "filter": "metadata_filter",
         "filters": "metadata_filter",
+        "session": "session_id",
     },
-    "remember": {"content": "text", "memory": "text", "doc_id": "id", "meta": "metadata"},
+    "remember": {"content": "text", "memory": "text", "doc_id": "id", "meta": "metadata", "session": "session_id"},
     "forget": {"id": "ids", "doc_ids": "ids"},
+    "history": {"doc_id": "id", "memory_id": "id"},
     "ask": {"query": "question", "q": "question", "k": "top_k", "filter": "metadata_filter"},
     "graph_global": {"query": "question", "q": "question"},
 }
 #: each tool's required argument, and what it holds (named in the error when it is missing)
 _REQUIRED = {
     "recall": ("search_text", "the text to look for"),
-    "remember": ("text", "what to remember"),
+    "remember": ("text", "what to remember, or `messages`"),
     "forget": ("ids", "a list of document or chunk ids"),
+    "history": ("id", "the memory's id"),
     "ask": ("question", "the question"),
     "graph_global": ("question", "the corpus-wide question"),
 }
+#: arguments that stand in for a tool's required one
+_INSTEAD = {"remember": "messages"}
 
 
 def tool_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +87,7 @@ def tool_arguments(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if tool == "forget" and isinstance(args.get("ids"), str):
         args["ids"] = [args["ids"]]
     required = _REQUIRED.get(tool)
-    if required is not None and required[0] not in args:
+    if required is not None and required[0] not in args and _INSTEAD.get(tool, required[0]) not in args:
         name, what = required
         aliases = [a for a, n in ALIASES.get(tool, {}).items() if n == name]
         got = ", ".join(sorted(arguments)) or "none"
