@@ -18,6 +18,8 @@ MAX_TOP_K = 1000
 #: neighbouring turns a context_window may ask for on each side, and ids in one scope list
 MAX_CONTEXT_TURNS = 20
 MAX_SCOPE_VALUES = 256
+#: characters of a memory's index-only context (Document.context)
+MAX_CONTEXT_CHARS = 4096
 DEFAULT_RRF_K = 60
 MIN_FETCH_K_RERANK = 20
 MAX_FETCH_K = 10_000

@@ -142,6 +142,17 @@ def check_id(ident: str, field: str = "id") -> str:
     return ident.strip()
 
 
+def _context(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if not isinstance(value, str) or len(value) > config.MAX_CONTEXT_CHARS or "\x00" in value:
+        raise ValidationError(
+            f"context must be a string of at most {config.MAX_CONTEXT_CHARS} characters", field="context"
+        )
+    check_text(value, "context")
+    return value
+
+
 def _occurred(value: Any) -> float | None:
     if value is None:
         return None
@@ -195,10 +206,11 @@ class Preparer:
         content_hash = hashlib.sha256(
             json.dumps(
                 [text, meta_json, doc.source, self.chunk_size, self.chunk_overlap, TOKENIZER_VERSION]
-                + ([occurred, doc.key] if occurred is not None or doc.key else [])
+                + ([occurred, doc.key, doc.context] if occurred is not None or doc.key or doc.context else [])
             ).encode()
         ).hexdigest()
         chunks = chunk_text(text, self.chunk_size, self.chunk_overlap)
+        ctx = _context(doc.context)
         given = doc.metadata.get("lang")
         lang = given if isinstance(given, str) and given in _LANGS else detect_language(text)
         return PreparedDocument(
@@ -209,9 +221,11 @@ class Preparer:
             metadata=doc.metadata,
             content_hash=content_hash,
             chunks=chunks,
-            tokens=[" ".join(tokenize(c, lang)) for c in chunks],
+            tokens=[" ".join(tokenize(f"{ctx}\n{c}" if ctx else c, lang)) for c in chunks],
             langs=[lang] * len(chunks),
-            text_hashes=[hashlib.sha256(c.encode()).hexdigest() for c in chunks],
+            # the vector is of context + text: a chunk keeps its vector only when both are unchanged
+            text_hashes=[hashlib.sha256((f"{ctx}\n{c}" if ctx else c).encode()).hexdigest() for c in chunks],
+            context=ctx,
         )
 
     def batches(

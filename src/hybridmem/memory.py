@@ -250,12 +250,17 @@ class Memory:
         ns = self._ns(namespace)
         parsed = parse_messages(messages)
         last = self.store.max_turn(ns, session_id) if isinstance(session_id, str) else None
+        previous = None
+        if last is not None:  # the session's last message: the context of the first new one
+            rows = self.store.fetch(self.store.session_turns(ns, session_id, last, last, None))
+            previous = "\n".join(r.text for r in rows.values()) or None
         docs = messages_to_documents(
             parsed,
             session_id=session_id,
             first_turn=(last + 1) if last is not None else 0,
             user_id=user_id,
             agent_id=agent_id,
+            previous=previous,
         )
         prepared = [self.preparer.prepare(d) for d in docs]
         report = IngestReport()

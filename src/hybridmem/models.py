@@ -422,6 +422,9 @@ class Document(BaseModel):
     #: a key in the memory's scope (metadata ``user_id``, ``agent_id``), e.g. ``user.city``: writing
     #: it supersedes the memory that held the key, keeping that one in the history
     key: str | None = Field(default=None, min_length=1, max_length=256)
+    #: words that find this memory without being part of it (indexed by BM25 and embedded with it,
+    #: never returned): a message's previous message, so that "Yes, in May!" meets its question
+    context: str | None = Field(default=None, max_length=config.MAX_CONTEXT_CHARS)
 
     @field_validator("occurred_at")
     @classmethod

@@ -1,4 +1,5 @@
-"""Store maintenance: ``delete``, ``get``, ``stats``, ``embed``, ``reembed``, ``migrate``, ``check``, ``backup``."""
+"""Store maintenance: ``delete``, ``get``, ``history``, ``stats``, ``embed``, ``reembed``, ``migrate``, ``check``,
+``backup``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import typer
 
 from ..errors import HybridMemError, NotFoundError, StoreError
 from .common import cli_context, embed_with_progress, err, fail, out, progress
-from .render import plural, print_migrate
+from .render import plural, print_history, print_migrate
 
 __all__ = ["register"]
 
@@ -38,6 +39,29 @@ def get(ctx: typer.Context, doc_id: str) -> None:
             out.print_json(json.dumps(mem.get(doc_id), ensure_ascii=False))
     except HybridMemError as e:
         raise fail(e) from None
+
+
+def history(
+    ctx: typer.Context,
+    memory_id: str = typer.Argument(..., metavar="ID", help="The memory's id (a document id, e.g. s1:3)."),
+    as_json: bool = typer.Option(False, "--json", help='Print {"id", "versions", "namespace"} as JSON.'),
+) -> None:
+    """Every version of a memory, oldest first: when it occurred, was recorded and stopped being current, and why.
+
+    Versions are kept by updates, supersessions, keyed writes (Memory.add(key=)) and soft deletes
+    (Memory.forget); `hybridmem delete` removes every version."""
+    cli = cli_context(ctx)
+    try:
+        with cli.open_memory(create=False) as mem:
+            versions = mem.history(memory_id)
+    except HybridMemError as e:
+        raise fail(e) from None
+    if as_json:
+        out.print_json(
+            json.dumps({"id": memory_id, "versions": versions, "namespace": cli.namespace}, ensure_ascii=False)
+        )
+    else:
+        print_history(memory_id, versions)
 
 
 def stats(ctx: typer.Context, as_json: bool = typer.Option(False, "--json")) -> None:
@@ -260,6 +284,7 @@ def backup(
 def register(app: typer.Typer) -> None:
     app.command("delete")(delete)
     app.command("get")(get)
+    app.command("history")(history)
     app.command("stats")(stats)
     app.command("embed")(embed)
     app.command("reembed")(reembed)

@@ -24,6 +24,12 @@ __all__ = ["register"]
 #: the exit code of an ingest that stored some inputs but not all (each one named on stderr)
 PARTIAL_EXIT = 7
 
+_FORMAT_HELP = (
+    "files (default: documents, by suffix) or chat (conversation files: .jsonl a message a line, .json an "
+    'array of messages or {"session_id", "messages"}; each message a memory with speaker, turn and time).'
+)
+_SESSION_HELP = "--format chat: the conversation the messages belong to (needed unless the file names it)."
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
@@ -75,6 +81,67 @@ def _print_report(report: IngestReport) -> None:
         )
 
 
+def _chat_options(opts: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Refuse the options of file ingests that a chat ingest has no use for, and scope keys in --meta."""
+    from ..conversation import SCOPE_KEYS
+
+    flags = {"doc_id": "--id", "root": "--root", "id_prefix": "--id-prefix", "encoding": "--encoding"}
+    flags.update({"source": "--source", "replace_meta": "--replace-meta"})
+    for key, flag in flags.items():
+        if opts[key]:
+            raise ValidationError("does not apply to --format chat (a message's id and source are its own)", flag)
+    reserved = sorted(set(meta) & set(SCOPE_KEYS))
+    if reserved:
+        raise ValidationError(
+            f"{', '.join(reserved)} is set by each message (use --session, --user, --agent)", "--meta"
+        )
+
+
+def _ingest_chat(mem: Memory, convos: list[Any], meta: dict[str, Any]) -> tuple[IngestReport, list[str]]:
+    """Each conversation into its session (``Memory.add_messages``); the report, and a line per
+    session saying which turns its messages became."""
+    report, lines = IngestReport(), []
+    for c in convos:
+        last = getattr(mem.store, "max_turn", lambda ns, s: None)(mem.namespace, c.session_id)
+        first = 0 if last is None else last + 1
+        msgs = [{**m, "metadata": {**meta, **m.get("metadata", {})}} if meta else m for m in c.messages]
+        report.merge(mem.add_messages(msgs, **c.scope()))
+        turns = f"turns {first}-{first + len(msgs) - 1}" if len(msgs) > 1 else f"turn {first}"
+        lines.append(
+            f"session {c.session_id}: {_plural(len(msgs), 'message')} from {c.path} as {turns}"
+            + (f" (it already held turns 0-{last}: a file ingested twice is stored twice)" if last is not None else "")
+        )
+    return report, lines
+
+
+def _run_ingest(ctx: typer.Context, paths: list[str], opts: dict[str, Any], chat: dict[str, Any] | None) -> None:
+    """The ingest itself (files, or ``chat`` conversations), the vectors when ``--wait``, the report."""
+    convos = None
+    if chat is not None:
+        from .chat import load_conversations
+
+        _chat_options(opts, opts["meta"])
+        convos = load_conversations(paths, chat)  # every message checked before anything is written
+    lines: list[str] = []
+    with cli_context(ctx).open_memory(chunk_size=opts["chunk_size"] or None, chunk_overlap=opts["overlap"]) as mem:
+        if convos is not None:
+            report, lines = _ingest_chat(mem, convos, opts["meta"])
+        else:
+            with progress() as prog:
+                report = _ingest_all(mem, paths, opts, prog)
+        if opts["wait"]:
+            embed_with_progress(mem)
+        report.pending_vectors = mem.store.pending_count(mem.namespace)
+    if opts["as_json"]:
+        out.print_json(report.model_dump_json())
+    else:
+        for line in lines:
+            out.print(line, markup=False, highlight=False)
+        _print_report(report)
+    if report.skipped:
+        raise typer.Exit(PARTIAL_EXIT)
+
+
 def ingest(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., help="Files or directories; '-' reads text from stdin."),
@@ -96,6 +163,10 @@ def ingest(
         None, "--encoding", metavar="NAME", help="Read files in this encoding (default: UTF-8, else detected)."
     ),
     source: Optional[str] = typer.Option(None, "--source", help="Source name for stdin text."),
+    fmt: str = typer.Option("files", "--format", metavar="FORMAT", help=_FORMAT_HELP),
+    session: Optional[str] = typer.Option(None, "--session", metavar="ID", help=_SESSION_HELP),
+    user: Optional[str] = typer.Option(None, "--user", metavar="ID", help="--format chat: the user (scope)."),
+    agent: Optional[str] = typer.Option(None, "--agent", metavar="ID", help="--format chat: the agent (scope)."),
     wait: bool = typer.Option(False, "--wait", help="Block until every chunk has its vector."),
     chunk_size: int = typer.Option(config.DEFAULT_CHUNK_SIZE, "--chunk-size", help="Characters per chunk (0 = whole)."),
     chunk_overlap: int = typer.Option(config.DEFAULT_CHUNK_OVERLAP, "--chunk-overlap"),
@@ -104,9 +175,16 @@ def ingest(
     """Store files, directories or stdin text. Writes are BM25-searchable at once; vectors follow.
 
     A file that cannot be stored (too big, binary, undecodable, an id another file holds) is named
-    on stderr and the others are stored; the exit code is then 7 (0: every input stored)."""
+    on stderr and the others are stored; the exit code is then 7 (0: every input stored).
+    --format chat stores conversation files (.jsonl: a message a line; .json: an array of messages
+    or {"session_id", "messages"}) as chat messages of --session, checked before anything is written."""
     try:
-        if doc_id and len(paths) > 1:
+        scope = {"session_id": session, "user_id": user, "agent_id": agent}
+        if fmt not in ("files", "chat"):
+            raise ValidationError(f"expected files or chat, got {fmt!r}", field="--format")
+        if fmt != "chat" and any(scope.values()):
+            raise ValidationError("--session, --user and --agent go with --format chat", field="--session")
+        if doc_id and len(paths) > 1 and fmt != "chat":
             raise ValidationError("--id needs exactly one path", field="--id")
         check_metadata(parse_meta(meta), "--meta")  # every document gets it: a usage error, not a skip
         opts = {
@@ -117,21 +195,11 @@ def ingest(
             "id_prefix": id_prefix,
             "encoding": encoding,
             "replace_meta": replace_meta,
+            **{"wait": wait, "chunk_size": chunk_size, "overlap": chunk_overlap, "as_json": as_json},
         }
-        with cli_context(ctx).open_memory(chunk_size=chunk_size or None, chunk_overlap=chunk_overlap) as mem:
-            with progress() as prog:
-                report = _ingest_all(mem, paths, opts, prog)
-            if wait:
-                embed_with_progress(mem)
-            report.pending_vectors = mem.store.pending_count(mem.namespace)
-        if as_json:
-            out.print_json(report.model_dump_json())
-        else:
-            _print_report(report)
+        _run_ingest(ctx, paths, opts, scope if fmt == "chat" else None)
     except HybridMemError as e:
         raise fail(e) from None
-    if report.skipped:
-        raise typer.Exit(PARTIAL_EXIT)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from .common import err, out
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ..models import Answer, QueryResponse, Usage
+    from ..models import Answer, QueryResponse, QueryResult, Usage
 
 __all__ = [
     "emit",
@@ -23,6 +23,7 @@ __all__ = [
     "print_eval",
     "print_global",
     "print_graph_report",
+    "print_history",
     "print_migrate",
     "print_response",
     "usage_line",
@@ -41,6 +42,32 @@ def usage_line(u: Usage) -> str:
     )
 
 
+def _when(iso: str | None) -> str:
+    """``2026-03-03T09:41:00.000Z`` -> ``2026-03-03 09:41Z`` (what a line has room for)."""
+    return f"{iso[:10]} {iso[11:16]}Z" if iso and len(iso) >= 16 else iso or ""
+
+
+def _said(r: QueryResult) -> str:
+    """A conversation memory's place: ``session s1 · turn 3 · Priya · 2026-03-03 09:41Z`` ("" for another)."""
+    if r.session_id is None and r.speaker is None:
+        return ""
+    parts = [f"session {r.session_id}" if r.session_id is not None else ""]
+    parts += [f"turn {r.turn}" if r.turn is not None else "", r.speaker or "", _when(r.occurred_at)]
+    if r.valid_to:
+        parts.append(f"superseded {_when(r.valid_to)}")
+    return " · ".join(p for p in parts if p)
+
+
+def _context_turns(r: QueryResult) -> list[tuple[str, str]]:
+    """The hit's neighbouring turns (``context_window``), the hit left out: (``turn 2 · time``, text
+    on one line; a message's text starts with its speaker)."""
+    return [
+        (f"turn {c.get('turn', '?')} · {_when(c.get('occurred_at'))}", " ".join(str(c.get("text", "")).split()))
+        for c in r.context or []
+        if c.get("chunk_id") != r.chunk_id
+    ]
+
+
 def _results_table(resp: QueryResponse) -> Table:
     from rich.table import Table
 
@@ -53,21 +80,19 @@ def _results_table(resp: QueryResponse) -> Table:
     table.add_column("exact", justify="right", no_wrap=True)
     if "graph" in resp.legs:
         table.add_column("graph", justify="right", no_wrap=True)
-    table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
+    said = any(_said(r) for r in resp.results)
+    if said:  # conversation memories: where and when it was said instead of the source
+        table.add_column("said", no_wrap=True, overflow="ellipsis", max_width=44)
+    else:
+        table.add_column("source", no_wrap=True, overflow="ellipsis", max_width=28)
     table.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
+    legs = ["bm25", "dense", "exact", *(["graph"] if "graph" in resp.legs else [])]
     for i, r in enumerate(resp.results, start=1):
         snippet = " ".join(r.text.split())
-        table.add_row(
-            str(i),
-            r.chunk_id,
-            f"{r.rrf_score:.4f}",
-            str(r.ranks.get("bm25", "–")),
-            str(r.ranks.get("dense", "–")),
-            str(r.ranks.get("exact", "–")),
-            *([str(r.ranks.get("graph", "–"))] if "graph" in resp.legs else []),
-            r.source or "",
-            snippet,
-        )
+        ranks = [str(r.ranks.get(n, "–")) for n in legs]
+        table.add_row(str(i), r.chunk_id, f"{r.rrf_score:.4f}", *ranks, (_said(r) if said else r.source) or "", snippet)
+        for where, text in _context_turns(r):  # the neighbouring turns, dimmed, under the hit
+            table.add_row("", "", "", *[""] * len(legs), f"  {where}", text, style="dim")
     return table
 
 
@@ -77,12 +102,18 @@ def _results_lines(resp: QueryResponse) -> None:
     width = max(40, out.width)
     for i, r in enumerate(resp.results, start=1):
         ranks = " ".join(f"{n}={r.ranks.get(n, '–')}" for n in resp.legs if resp.legs[n].status != "skipped")
-        head = "  ".join(x for x in (str(i), f"{r.rrf_score:.4f}", r.chunk_id, r.source or "", ranks) if x)
+        said = _said(r)  # a conversation memory: its session, turn, speaker and time replace the source
+        head = "  ".join(x for x in (str(i), f"{r.rrf_score:.4f}", r.chunk_id, "" if said else r.source, ranks) if x)
         out.print(head, markup=False, highlight=False)
-        snippet = " ".join(r.text.split())
-        if len(snippet) > width - 4:
-            snippet = snippet[: width - 5] + "…"
-        out.print("    " + snippet, markup=False, highlight=False)
+        if said:
+            out.print("    " + said, markup=False, highlight=False)
+        out.print("    " + _cut(" ".join(r.text.split()), width - 4), markup=False, highlight=False)
+        for where, text in _context_turns(r):
+            out.print(_cut(f"        {where}  {text}", width), markup=False, highlight=False)
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def print_response(resp: QueryResponse, embedding: str | None = None) -> None:
@@ -116,6 +147,41 @@ def print_response(resp: QueryResponse, embedding: str | None = None) -> None:
             f"note: {plural(n, 'chunk')} still wait{'s' if n == 1 else ''} for vectors (not in the dense leg yet)",
             highlight=False,
         )
+
+
+def print_history(memory_id: str, versions: list[dict[str, Any]]) -> None:
+    """A memory's versions, oldest first: a table on a terminal, plain lines otherwise."""
+    if out.is_terminal:
+        from rich.table import Table
+
+        t = Table(header_style="bold", expand=True, title=f"history of {memory_id}", title_justify="left")
+        for col in ("v", "id", "state", "occurred", "recorded", "valid to", "reason"):
+            t.add_column(col, no_wrap=True)
+        t.add_column("text", no_wrap=True, overflow="ellipsis", ratio=1)
+        for v in versions:
+            t.add_row(*_version_cells(v), " ".join(str(v.get("text", "")).split()))
+        out.print(t)
+        return
+    width = max(40, out.width)
+    for v in versions:
+        version, vid, state, occurred, recorded, valid_to, reason = _version_cells(v)
+        cells = [f"v{version}", vid, state, f"occurred {occurred}", f"recorded {recorded}"]
+        cells += [f"valid to {valid_to}" if valid_to else "", f"({reason})" if reason else ""]
+        out.print("  ".join(c for c in cells if c), markup=False, highlight=False)
+        out.print("    " + _cut(" ".join(str(v.get("text", "")).split()), width - 4), markup=False, highlight=False)
+
+
+def _version_cells(v: dict[str, Any]) -> tuple[str, str, str, str, str, str, str]:
+    state = "current" if v.get("current") else "superseded" if v.get("valid_to") else "past"
+    return (
+        str(v.get("version", "")),
+        str(v.get("id", "")),
+        state,
+        _when(v.get("occurred_at")),
+        _when(v.get("recorded_at")),
+        _when(v.get("valid_to")),
+        str(v.get("reason") or ""),
+    )
 
 
 def print_answer(ans: Answer) -> None:

@@ -29,6 +29,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("search", "Answer a question from the memory, citing the chunks used as [chunk_id]."),
     "delete": ("admin", "Delete documents or single chunks from every index, in one transaction."),
     "get": ("admin", "Print one stored document (metadata and chunks) as JSON."),
+    "history": (
+        "admin",
+        "Every version of a memory, oldest first: when it occurred, was recorded and stopped being current, and why.",
+    ),
     "stats": ("admin", "Documents, chunks, vectors, chunks still waiting for vectors, embedder, size."),
     "embed": ("admin", "Compute the vectors of every chunk still waiting in the queue."),
     "reembed": ("admin", "Switch the store to another embedder and recompute every vector."),
@@ -49,11 +53,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("eval_cmd", "Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."),
     "serve": (
         "serve",
-        "Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/documents, /metrics, /docs.",
+        "Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/messages, /v1/documents, /metrics, "
+        "/docs.",
     ),
     "mcp": (
         "serve",
-        "Serve the memory to an agent over MCP: tools remember, recall, forget, ask; resource hybridmem://stats.",
+        "Serve the memory to an agent over MCP: tools remember, recall, history, forget, ask; resource hybridmem://stats.",
     ),
     "graph": ("graph", "GraphRAG: entity graph, communities and their summaries, global answers."),
 }

@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -41,6 +41,59 @@ _LLM_HELP = (
 _RERANKER_HELP = (
     "auto (the LLM when configured, else identifier), llm or identifier. Default: HYBRIDMEM_RERANKER, else auto."
 )
+
+# agent memory (docs/agent-memory.md): scopes and times, pre-filters of every leg
+_Sessions = Annotated[
+    list[str], typer.Option("--session", metavar="ID", help="Only this conversation session (repeatable).")
+]
+_User = Annotated[Optional[str], typer.Option("--user", metavar="ID", help="Only this user's memories.")]
+_Agent = Annotated[Optional[str], typer.Option("--agent", metavar="ID", help="Only this agent's memories.")]
+_Since = Annotated[
+    Optional[str], typer.Option("--since", metavar="TIME", help="Only what occurred at TIME or later (ISO 8601).")
+]
+_Until = Annotated[Optional[str], typer.Option("--until", metavar="TIME", help="Only what occurred before TIME.")]
+_AsOf = Annotated[
+    Optional[str],
+    typer.Option(
+        "--as-of", metavar="TIME", help="The memory as it stood at TIME (later writes and supersessions unseen)."
+    ),
+]
+_Superseded = Annotated[
+    bool, typer.Option("--include-superseded", help="Also superseded and forgotten versions (they show valid_to).")
+]
+_Context = Annotated[
+    Optional[int],
+    typer.Option("--context", metavar="N", help="Show the N turns before and after each conversation hit."),
+]
+_Now = Annotated[
+    Optional[str],
+    typer.Option(
+        "--now", metavar="TIME", help='What "last week" in TEXT counts from (default: the latest memory in scope).'
+    ),
+]
+
+
+def _agent_fields(
+    sessions: list[str],
+    user: Optional[str],
+    agent: Optional[str],
+    times: tuple[Optional[str], Optional[str], Optional[str], Optional[str]],
+    include_superseded: bool,
+    context: Optional[int],
+) -> dict[str, Any]:
+    """The request fields of the agent-memory options (None: not given). ``times``: since, until, as-of, now."""
+    since, until, as_of, now = times
+    span = {k: v for k, v in (("from", since), ("to", until)) if v is not None}
+    return {
+        "session_id": (sessions[0] if len(sessions) == 1 else list(sessions)) if sessions else None,
+        "user_id": user,
+        "agent_id": agent,
+        "time_range": span or None,
+        "as_of": as_of,
+        "now": now,
+        "include_superseded": include_superseded,
+        "context_window": None if context is None else {"before": context, "after": context},
+    }
 
 
 def _read_request(request: Optional[Path]) -> dict[str, Any]:
@@ -210,6 +263,15 @@ def search(
         False, "--local", help="Search in this process even when a `hybridmem serve` of this store runs."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the contract response as JSON."),
+    session: _Sessions = [],  # noqa: B006 - typer's default, never mutated
+    user: _User = None,
+    agent: _Agent = None,
+    since: _Since = None,
+    until: _Until = None,
+    as_of: _AsOf = None,
+    include_superseded: _Superseded = False,
+    context: _Context = None,
+    now: _Now = None,
 ) -> None:
     """Query the memory (hybrid by default) and show each result's rank in each leg.
 
@@ -222,7 +284,14 @@ def search(
             request,
             filters,
             filter_json,
-            {"top_k": top_k, "mode": mode, "fetch_k": fetch_k, "reranker": reranker, "rerank": rerank},
+            {
+                "top_k": top_k,
+                "mode": mode,
+                "fetch_k": fetch_k,
+                "reranker": reranker,
+                "rerank": rerank,
+                **_agent_fields(session, user, agent, (since, until, as_of, now), include_superseded, context),
+            },
             {
                 "dense_weight": dense_weight,
                 "sparse_weight": sparse_weight,

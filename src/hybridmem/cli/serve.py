@@ -222,7 +222,7 @@ def serve(
     log_level: Optional[str] = typer.Option(None, "--log-level", help=_LOG_LEVEL_HELP),
     log_format: Optional[str] = typer.Option(None, "--log-format", help=_LOG_FORMAT_HELP),
 ) -> None:
-    """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/documents, /metrics, /docs."""
+    """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/messages, /v1/documents, /metrics, /docs."""
     cli = cli_context(ctx)
     try:
         from ..server.auth import check_bind
@@ -285,7 +285,7 @@ def mcp_cmd(
     log_level: Optional[str] = typer.Option(None, "--log-level", help=_LOG_LEVEL_HELP),
     log_format: Optional[str] = typer.Option(None, "--log-format", help=_LOG_FORMAT_HELP),
 ) -> None:
-    """Serve the memory to an agent over MCP: tools remember, recall, forget, ask; resource hybridmem://stats."""
+    """Serve the memory to an agent over MCP: tools remember, recall, history, forget, ask; resource hybridmem://stats."""
     try:
         from ..server.common import configure_logging
         from ..server.config import load_config

@@ -4,7 +4,7 @@ JSON (a list of ``{sample_id, conversation: {speaker_a, speaker_b, session_N_dat
 category}]}``).
 
 Each turn is one memory, as ``Memory.add_messages`` stores a message: text ``Speaker: text`` (plus
-the shared photo's caption), metadata ``session_id`` (``{conversation}:S{n}``), ``turn``, ``speaker``,
+the shared photo's caption), the turn before it as index-only context, metadata ``session_id`` (``{conversation}:S{n}``), ``turn``, ``speaker``,
 ``user_id`` (the conversation: the scope each of its questions searches in, as the benchmark
 intends) and ``occurred_at`` the session's date-time (plus one second per turn, so turns keep their
 order). The evidence turns are the judged documents. The loader repairs the data issues its README
@@ -48,6 +48,7 @@ def _turns(conv_id: str, c: dict[str, Any]) -> tuple[list[dict[str, Any]], datet
     n = 1
     while f"session_{n}" in c:
         when = parse_timestamp(c[f"session_{n}_date_time"], field=f"{conv_id}.session_{n}_date_time")
+        previous = None
         for i, t in enumerate(c[f"session_{n}"]):
             text = f"{t['speaker']}: {t['text']}"
             if t.get("blip_caption"):
@@ -57,6 +58,7 @@ def _turns(conv_id: str, c: dict[str, Any]) -> tuple[list[dict[str, Any]], datet
                 {
                     "id": f"{conv_id}:{t['dia_id']}",
                     "text": text,
+                    "context": previous,  # the turn before, index-only, as Memory.add_messages stores it
                     "occurred_at": at.isoformat(),
                     "metadata": {
                         "user_id": conv_id,
@@ -67,6 +69,7 @@ def _turns(conv_id: str, c: dict[str, Any]) -> tuple[list[dict[str, Any]], datet
                 }
             )
             last = max(last, at)
+            previous = text
         n += 1
     return docs, last
 

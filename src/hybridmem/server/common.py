@@ -40,6 +40,7 @@ __all__ = [
     "TextFormatter",
     "ask",
     "configure_logging",
+    "dotted",
     "forget",
     "log_failure",
     "request_id",
@@ -85,6 +86,15 @@ def ask(memory: Any, question: str, **options: Any) -> Any:
             raise
         message = str(e).removeprefix("search_text: ").replace("search_text", "question")
         raise ValidationError(message, field="question") from None
+
+
+def dotted(e: ValidationError) -> ValidationError:
+    """``e`` with its field as the request validation of the HTTP API and the MCP tools names it:
+    ``messages[2].metadata`` -> ``messages.2.metadata`` (the core's spelling is Python's)."""
+    field = e.field
+    if not field or "[" not in field:
+        return e
+    return ValidationError(str(e).removeprefix(f"{field}: "), field=re.sub(r"\[(\d+)\]", r".\1", field))
 
 
 def supersede(memory: Any, doc_id: str, new: str | dict[str, Any], *, namespace: str, reason: str | None) -> Any:

@@ -260,15 +260,6 @@ def _written(report: IngestReport, ns: str) -> WriteReport:
     return WriteReport(**report.model_dump(), namespace=ns)
 
 
-def _dotted(e: ValidationError) -> ValidationError:
-    """``e`` with its field as the request's own validation names it: ``messages[2].metadata`` ->
-    ``messages.2.metadata`` (the core's spelling is Python's)."""
-    field = e.field
-    if not field or "[" not in field:
-        return e
-    return ValidationError(str(e).removeprefix(f"{field}: "), field=re.sub(r"\[(\d+)\]", r".\1", field))
-
-
 # ---------------------------------------------------------------------------------------------- errors
 
 #: the ``type`` of an HTTP error raised by the framework itself (routing, parsing, limits)
@@ -681,7 +672,7 @@ def _agent_routes(app: FastAPI, d: _Deps) -> None:
         try:
             report: IngestReport = await d.runner.write(d.memory().add_messages, msgs, **scope, namespace=ns)
         except ValidationError as e:
-            raise _dotted(e) from None
+            raise common.dotted(e) from None
         return MessagesReport(**report.model_dump(), namespace=ns, session_id=body.session_id)
 
     @app.get(

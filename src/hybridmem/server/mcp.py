@@ -1,5 +1,6 @@
 """The MCP server: tools ``remember`` (a text, or chat messages), ``recall`` (the query contract,
-with the agent-memory scopes and times), ``history``, ``forget``, ``ask`` and a stats resource, over one :class:`hybridmem.Memory`. Built on the official ``mcp`` SDK 2.x
+with the agent-memory scopes and times), ``history``, ``forget``, ``ask`` and a stats resource,
+over one :class:`hybridmem.Memory`. Built on the official ``mcp`` SDK 2.x
 (``mcp.server.mcpserver.MCPServer``; 1.x's ``mcp.server.fastmcp`` is gone). stdio by default,
 streamable HTTP on request (``hybridmem mcp --transport http``).
 
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import Field
 
-from ..errors import HybridMemError
+from ..errors import HybridMemError, ValidationError
 from ..models import ContextWindow, HybridParams, Message, TimeRange
 from ..models import Namespace as _Namespace
 from . import common
@@ -112,16 +113,38 @@ def _principal_of(context: Any) -> Principal | None:
     return p if isinstance(p, Principal) else None
 
 
+def _one_line(tool: str, e: Exception) -> Exception | None:
+    """A tool's arguments the SDK refused (pydantic's multi-line report) as one line naming the
+    first bad argument, as the HTTP API's 422 does; None for any other error."""
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError as PydanticError
+
+    cause = e.__cause__
+    if not isinstance(cause, PydanticError) or not cause.errors():
+        return None
+    errs = cause.errors()
+    field = ".".join(str(p) for p in errs[0]["loc"])
+    msg = str(errs[0]["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errs) - 1} more problem{'s' if len(errs) > 2 else ''})" if len(errs) > 1 else ""
+    return ToolError(f"Error executing tool {tool}: " + (f"{field}: {msg}" if field else msg) + more)
+
+
 def _server_class() -> Any:
     """``MCPServer`` whose tool calls accept :data:`ALIASES` (:func:`tool_arguments`) and run as
     their caller (:data:`_CALLER`)."""
     from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
 
     class AliasingServer(MCPServer):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             token = _CALLER.set(_principal_of(context))
             try:
                 return await super().call_tool(name, tool_arguments(name, arguments), context)
+            except ToolError as e:
+                better = _one_line(name, e)
+                if better is None:
+                    raise
+                raise better from None
             finally:
                 _CALLER.reset(token)
 
@@ -164,7 +187,8 @@ def create_server(
     checked against its caller's key."""
     ns_of = _namespaces(namespace or memory.namespace, keys)
     server = _server_class()(name, instructions=INSTRUCTIONS, log_level=log_level)
-    _memory_tools(server, memory, ns_of, max_top_k)
+    _memory_tools(server, memory, ns_of)
+    _recall_tool(server, memory, ns_of, max_top_k)
     _answer_tools(server, memory, ns_of, max_top_k)
     _stats_resources(server, memory, ns_of)
     return server
@@ -181,31 +205,112 @@ def _tool_errors() -> Iterator[None]:
         raise ToolError(str(e)) from None
 
 
-def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:
+#: a scope id (session, user, agent), as the request models take it
+_ScopeId = Annotated[str | None, Field(None, min_length=1, max_length=512)]
+
+
+def _remember_messages(
+    memory: Any, ns: str, messages: list[Message], scope: dict[str, Any], text_args: dict[str, Any]
+) -> dict[str, Any]:
+    """``remember`` with ``messages``: ``Memory.add_messages`` into the session of ``scope``."""
+    given = [name for name, value in text_args.items() if value is not None]
+    if given:
+        raise ValidationError(
+            f"{', '.join(given)}: only with `text` (with `messages`, each message has its own)", "messages"
+        )
+    if scope["session_id"] is None:
+        raise ValidationError("`messages` need a `session_id` (the conversation they belong to)", "session_id")
+    msgs = [m.model_dump(exclude_none=True) for m in messages]
+    try:
+        report = memory.add_messages(msgs, **scope, namespace=ns)
+    except ValidationError as e:
+        raise common.dotted(e) from None
+    ids = report.added + report.updated + report.unchanged
+    return {"ids": ids, "session_id": scope["session_id"], "namespace": ns, **report.model_dump()}
+
+
+def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
     @server.tool(
         description="Store a memory (fact, note, document). Same id + same text is a no-op; "
-        "same id + new text replaces it. Returns what was added/updated."
+        "same id + new text replaces it (the old version kept in its history). Or store chat "
+        "`messages` ({role, content, name?, timestamp?}) of a conversation `session_id`: each "
+        "message becomes a memory with its speaker, turn and time. Returns what was added/updated."
     )
     def remember(
-        text: Annotated[str, Field(min_length=1, description="What to remember.")],
+        text: Annotated[str | None, Field(None, min_length=1, description="What to remember.")] = None,
         id: Annotated[
             str | None,
             Field(None, min_length=1, max_length=512, description="Stable id (omitted: derived from the text)."),
         ] = None,
         metadata: Annotated[dict[str, Any] | None, Field(None, description="Filterable metadata.")] = None,
         source: Annotated[str | None, Field(None, max_length=4096)] = None,
+        messages: Annotated[
+            list[Message] | None,
+            Field(None, min_length=1, max_length=1000, description="Chat messages, in order (instead of text)."),
+        ] = None,
+        session_id: Annotated[
+            _ScopeId, Field(description="The conversation of `messages` (required with them).")
+        ] = None,
+        user_id: Annotated[_ScopeId, Field(description="Scope: the user (metadata user_id).")] = None,
+        agent_id: Annotated[_ScopeId, Field(description="Scope: the agent (metadata agent_id).")] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
             ns = ns_of(namespace)
-            report = memory.add(text, id=id, metadata=metadata or {}, source=source, namespace=ns)
+            scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
+            if messages is not None:
+                text_args = {"text": text, "id": id, "metadata": metadata, "source": source}
+                return _remember_messages(memory, ns, messages, scope, text_args)
+            if text is None:
+                raise ValidationError("remember needs `text` or `messages`", "text")
+            if session_id is not None:
+                raise ValidationError(
+                    "`session_id` goes with `messages` (a text has no turn in a conversation)", "session_id"
+                )
+            meta = {**(metadata or {}), **{k: v for k, v in scope.items() if v is not None}}
+            report = memory.add(text, id=id, metadata=meta, source=source, namespace=ns)
         ids = report.added + report.updated + report.unchanged
         return {"id": ids[0] if ids else id, "namespace": ns, **report.model_dump()}
 
+    @server.tool(description="Delete memories (document ids or chunk ids) from every index.")
+    def forget(
+        ids: Annotated[list[str], Field(min_length=1, max_length=1000, description="Ids to delete.")],
+        namespace: Namespace = None,
+    ) -> dict[str, Any]:
+        with _tool_errors():
+            ns = ns_of(namespace)
+            found = memory.delete(ids, namespace=ns)
+        return {"deleted": found, "not_found": [i for i in ids if i not in found], "namespace": ns}
+
+    @server.tool(
+        description="Every version of a memory, oldest first: its text, when it occurred, when each "
+        "version was recorded and stopped being current (valid_to), and why it was written."
+    )
+    def history(
+        id: Annotated[str, Field(min_length=1, max_length=512, description="The memory's id.")],
+        namespace: Namespace = None,
+    ) -> dict[str, Any]:
+        with _tool_errors():
+            ns = ns_of(namespace)
+            versions = memory.history(id, namespace=ns)
+        return {"id": id, "versions": versions, "namespace": ns}
+
+
+def _recall_request(args: dict[str, Any]) -> dict[str, Any]:
+    """``recall``'s arguments as a request of the query contract (None and defaults left out)."""
+    req = {k: v for k, v in args.items() if v is not None and v is not False}
+    req["metadata_filter"] = req.get("metadata_filter") or {}
+    for name in ("hybrid_params", "time_range", "context_window"):
+        if name in req:
+            req[name] = req[name].model_dump(by_alias=True, exclude_none=True)
+    return req
+
+
+def _recall_tool(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:
     @server.tool(
         description="Search the memory: the hybridmem query contract (hybrid BM25 + dense fused "
         "by RRF). Returns results with chunk_id, rrf_score, text, source, metadata and "
-        "per-leg ranks."
+        "per-leg ranks; conversation memories also carry session_id, turn, speaker and occurred_at."
     )
     def recall(
         search_text: Annotated[str, Field(min_length=1, description="What to look for, in any language.")],
@@ -222,35 +327,50 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
         mode: Annotated[Literal["hybrid", "bm25", "vector", "rerank"], Field("hybrid")] = "hybrid",
         query_id: Annotated[str | None, Field(None, max_length=256)] = None,
         fetch_k: Annotated[int | None, Field(None, ge=1, le=10 * max_top_k)] = None,
+        session_id: Annotated[
+            str | list[str] | None, Field(None, description="Only these conversation sessions (an id or a list).")
+        ] = None,
+        user_id: Annotated[_ScopeId, Field(description="Only this user's memories.")] = None,
+        agent_id: Annotated[_ScopeId, Field(description="Only this agent's memories.")] = None,
+        time_range: Annotated[
+            TimeRange | None,
+            Field(
+                None, description='Only what occurred in {"from", "to"} (ISO 8601 or epoch seconds; either end open).'
+            ),
+        ] = None,
+        as_of: Annotated[
+            str | float | None, Field(None, description="The memory as it stood then (later writes unseen).")
+        ] = None,
+        include_superseded: Annotated[bool, Field(False, description="Also superseded/forgotten versions.")] = False,
+        now: Annotated[
+            str | float | None, Field(None, description='The time "last week" in search_text counts from.')
+        ] = None,
+        context_window: Annotated[
+            ContextWindow | None,
+            Field(None, description='Neighbouring turns of each hit, e.g. {"before": 2, "after": 2}.'),
+        ] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        with _tool_errors():
-            ns = ns_of(namespace)
-        req: dict[str, Any] = {
+        args = {
             "search_text": search_text,
             "top_k": top_k,
+            "metadata_filter": metadata_filter,
+            "hybrid_params": hybrid_params,
             "mode": mode,
-            "metadata_filter": metadata_filter or {},
-            "namespace": ns,
+            "query_id": query_id,
+            "fetch_k": fetch_k,
+            "session_id": session_id,
+            "user_id": user_id,
+            "agent_id": agent_id,
+            "time_range": time_range,
+            "as_of": as_of,
+            "include_superseded": include_superseded,
+            "now": now,
+            "context_window": context_window,
         }
-        if hybrid_params is not None:
-            req["hybrid_params"] = hybrid_params.model_dump()
-        if query_id is not None:
-            req["query_id"] = query_id
-        if fetch_k is not None:
-            req["fetch_k"] = fetch_k
         with _tool_errors():
-            return cast(dict[str, Any], memory.search(req).model_dump(mode="json"))
-
-    @server.tool(description="Delete memories (document ids or chunk ids) from every index.")
-    def forget(
-        ids: Annotated[list[str], Field(min_length=1, max_length=1000, description="Ids to delete.")],
-        namespace: Namespace = None,
-    ) -> dict[str, Any]:
-        with _tool_errors():
-            ns = ns_of(namespace)
-            found = memory.delete(ids, namespace=ns)
-        return {"deleted": found, "not_found": [i for i in ids if i not in found], "namespace": ns}
+            args["namespace"] = ns_of(namespace)
+            return cast(dict[str, Any], memory.search(_recall_request(args)).model_dump(mode="json"))
 
 
 def _answer_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:

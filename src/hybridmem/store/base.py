@@ -140,6 +140,8 @@ class PreparedDocument:
     mem_key: str | None = None
     #: why this version was written (an update, a supersession, a conflict check's decision)
     reason: str | None = None
+    #: index-only context of each chunk (Document.context): in its tokens and its embedded text
+    context: str | None = None
 
     def chunk_id(self, i: int) -> str:
         """The id of chunk ``i`` (from 1)."""

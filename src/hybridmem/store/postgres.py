@@ -209,6 +209,7 @@ ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE documents ADD COLUMN head_id TEXT;
 ALTER TABLE documents ADD COLUMN mem_key TEXT;
 ALTER TABLE documents ADD COLUMN change_reason TEXT;
+ALTER TABLE chunks ADD COLUMN context TEXT;
 UPDATE documents SET occurred_at = extract(epoch FROM created_at::timestamptz),
                      recorded_at = extract(epoch FROM updated_at::timestamptz);
 CREATE INDEX documents_by_time ON documents (ns_id, occurred_at);
@@ -728,6 +729,7 @@ class PostgresStore:
                         th,
                         lang,
                         d.source,
+                        d.context,
                         toks,
                         len(terms),
                         created,
@@ -768,7 +770,7 @@ class PostgresStore:
             )
             self._copy(
                 cur,
-                "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, "
+                "chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source, context, "
                 "tokens, n_tokens, created_at, updated_at)",
                 chunk_rows,
             )
@@ -1002,7 +1004,8 @@ class PostgresStore:
         """(rowid, namespace, text, text_hash) of chunks waiting for a vector, oldest first."""
         with self._conn() as conn:
             return conn.execute(
-                "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+                "SELECT c.id, n.name, CASE WHEN c.context IS NULL THEN c.text ELSE c.context || E'\\n' || c.text END, "
+                "c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
                 "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT %s",
                 (limit,),
             ).fetchall()

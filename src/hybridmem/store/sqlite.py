@@ -109,6 +109,7 @@ HISTORY_COLUMNS_SQL = """
     ALTER TABLE documents ADD COLUMN head_id TEXT;
     ALTER TABLE documents ADD COLUMN mem_key TEXT;
     ALTER TABLE documents ADD COLUMN change_reason TEXT;
+    ALTER TABLE chunks ADD COLUMN context TEXT;
     CREATE INDEX documents_by_time ON documents (ns_id, occurred_at);
     CREATE INDEX documents_by_head ON documents (ns_id, head_id) WHERE head_id IS NOT NULL;
     CREATE INDEX documents_by_key ON documents (ns_id, mem_key) WHERE mem_key IS NOT NULL;
@@ -142,6 +143,8 @@ _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
 #: a chunk's document, where its metadata is (the primary key of documents answers it)
 _DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
+#: the text a chunk's vector is of: its index-only context (Document.context), then its text
+EMBED_TEXT = "CASE WHEN c.context IS NULL THEN c.text ELSE c.context || char(10) || c.text END"
 #: a chunk's times and version, from its document (``ChunkRow``'s last fields)
 _TIME_COLUMNS = "d.occurred_at, d.recorded_at, d.valid_to, d.version"
 
@@ -531,8 +534,8 @@ class SQLiteStore:
         for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
             cur = db.execute(
                 "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
-                " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now),
+                " created_at, updated_at, context) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now, d.context),
             )
             assert cur.lastrowid is not None  # set by the INSERT
             rid = int(cur.lastrowid)
@@ -636,7 +639,7 @@ class SQLiteStore:
     def pending(self, limit: int) -> list[tuple[int, str, str, str]]:
         """(rowid, namespace, text, text_hash) of chunks waiting for a vector, oldest first."""
         return self.reader.execute(
-            "SELECT c.id, n.name, c.text, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+            f"SELECT c.id, n.name, {EMBED_TEXT}, c.text_hash FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
             "JOIN namespaces n ON n.id = c.ns_id ORDER BY q.chunk_rowid LIMIT ?",
             (limit,),
         ).fetchall()
