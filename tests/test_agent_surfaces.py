@@ -39,11 +39,13 @@ def _msg(name: str | None, content: str, at: str) -> dict[str, Any]:
     return {**role, "content": content, "timestamp": f"2026-03-03T{at}:00Z"}
 
 
+#: the decision is the last turn: a message is indexed with the one before it (index-only context),
+#: so a reply after it would share its words
 CHAT = [
     _msg("Priya", "The billing pool ran out of connections.", "09:30"),
     _msg("Marco", "The reconciliation job holds 60 of them.", "09:32"),
+    _msg(None, "Two options: raise max_connections, or give batch jobs their own pool.", "09:35"),
     _msg("Priya", "We decided to split the billing pool in two.", "09:41"),
-    _msg(None, "Noted: the split ships on Friday.", "09:42"),
 ]
 
 
@@ -88,19 +90,19 @@ def _query(c: httpx.Client, **body: Any) -> dict[str, Any]:
 def test_messages_become_turns_that_results_carry(a: httpx.Client) -> None:
     body = _query(a, session_id="s1", search_text="decided split billing pool", mode="bm25")
     top = body["results"][0]
-    assert top["doc_id"] == "s1:2" and top["text"] == "Priya: We decided to split the billing pool in two."
-    assert (top["session_id"], top["turn"], top["speaker"], top["role"]) == ("s1", 2, "Priya", "user")
+    assert top["doc_id"] == "s1:3" and top["text"] == "Priya: We decided to split the billing pool in two."
+    assert (top["session_id"], top["turn"], top["speaker"], top["role"]) == ("s1", 3, "Priya", "user")
     assert top["occurred_at"] == "2026-03-03T09:41:00.000Z" and top["recorded_at"] and top["valid_to"] is None
     assert top["metadata"]["user_id"] == "u1" and body["namespace"] == "team-a"
     # neighbouring turns, in turn order, the hit included
     body = _query(
         a, session_id="s1", search_text="decided split", mode="bm25", context_window={"before": 1, "after": 1}
     )
-    assert [t["turn"] for t in body["results"][0]["context"]] == [1, 2, 3]
+    assert [t["turn"] for t in body["results"][0]["context"]] == [2, 3]  # the last turn: none after it
     # scopes and times narrow every leg
     assert _query(a, user_id="u1")["total_retrieved"] >= 1
     late = _query(a, session_id=["s1"], time_range={"from": "2026-03-03T09:40:00Z"}, mode="bm25")
-    assert {r["turn"] for r in late["results"]} <= {2, 3} and late["results"]
+    assert [r["turn"] for r in late["results"]] == [3]
 
 
 def test_a_second_batch_continues_the_session(a: httpx.Client) -> None:
@@ -317,7 +319,7 @@ def test_cli_search_shows_who_said_what_when(chat_db: Path) -> None:
     assert lines[0].split()[2] == "s1:3_p1" and "session s1" not in lines[0]  # the conversation line says it
     assert lines[1] == "    session s1 · turn 3 · Priya · 2026-03-03 09:41Z"
     assert lines[2].startswith("    Priya: OK, we decided: split the billing pool")
-    assert lines[3].startswith("        turn 2 · 2026-03-03 09:35Z  Sam: We could raise")
+    assert lines[3].startswith("        turn 2 · 2026-03-03 09:35Z  Sam: Raising max_connections")
     assert lines[4].startswith("        turn 4 · 2026-03-03 09:42Z  assistant: Noted.")
     assert all(len(line) <= 80 for line in lines[:-1])
     got = json.loads(_ok(cli(chat_db, "search", "billing pool", "--session", "s1", "--json", "-k", "12")).stdout)
@@ -333,7 +335,7 @@ def test_cli_scope_and_time_options(chat_db: Path) -> None:
 
     assert set(turns("--since", "2026-03-10")) <= set(range(6, 12)) and turns("--since", "2026-03-10")
     assert set(turns("--until", "2026-03-04")) <= set(range(6)) and turns("--until", "2026-03-04")
-    assert turns("--since", "2026-03-03T09:40:00Z", "--until", "2026-03-03T09:43:00Z") == [3]
+    assert turns("--since", "2026-03-03T09:40:00Z", "--until", "2026-03-03T09:43:00Z") == [3, 4]
     assert turns("--user", "u1", "--session", "s1", "--session", "s1") == turns()
     assert turns("--as-of", "2020-01-01") == []  # nothing was recorded yet then
     r = _ok(cli(chat_db, "search", QUESTION, "--now", "2026-03-12", "--json", "--local"))
@@ -350,18 +352,18 @@ def test_cli_history_and_superseded_versions(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     _ok(cli(db, "ingest", "-", "--format", "chat", "--session", "s9", stdin=json.dumps(CHAT)))
     with Memory(db, embedder="hash", auto_embed=False) as m:
-        m.supersede("s9:2", {"role": "user", "name": "Priya", "content": "We decided to merge the billing pools."})
-    r = _ok(cli(db, "history", "s9:2"))
+        m.supersede("s9:3", {"role": "user", "name": "Priya", "content": "We decided to merge the billing pools."})
+    r = _ok(cli(db, "history", "s9:3"))
     lines = r.stdout.splitlines()
-    assert re.match(r"v1  s9:2@@v1  superseded  occurred 2026-03-03 09:41Z  recorded \S+ \S+  valid to ", lines[0])
+    assert re.match(r"v1  s9:3@@v1  superseded  occurred 2026-03-03 09:41Z  recorded \S+ \S+  valid to ", lines[0])
     assert lines[1] == "    Priya: We decided to split the billing pool in two."
-    assert lines[2].startswith("v2  s9:2  current  occurred ") and lines[2].endswith("(superseded)")
-    h = json.loads(_ok(cli(db, "history", "s9:2", "--json")).stdout)
-    assert h["id"] == "s9:2" and h["namespace"] == "default" and [v["version"] for v in h["versions"]] == [1, 2]
+    assert lines[2].startswith("v2  s9:3  current  occurred ") and lines[2].endswith("(superseded)")
+    h = json.loads(_ok(cli(db, "history", "s9:3", "--json")).stdout)
+    assert h["id"] == "s9:3" and h["namespace"] == "default" and [v["version"] for v in h["versions"]] == [1, 2]
     _fails(cli(db, "history", "s9:99"), 3, "s9:99")
     _fails(cli(tmp_path / "none.db", "history", "x"), 3)
-    now_ = json.loads(_ok(cli(db, "search", "billing", "--mode", "bm25", "--json")).stdout)["results"]
-    assert {x["doc_id"] for x in now_} == {"s9:2", "s9:0"} and all(x["version"] for x in now_)
+    now_ = json.loads(_ok(cli(db, "search", "merge", "--mode", "bm25", "--json")).stdout)["results"]
+    assert [(x["doc_id"], x["version"], x["valid_to"]) for x in now_] == [("s9:3", 2, None)]
     r = _ok(cli(db, "search", "billing pool", "--mode", "bm25", "--include-superseded"))
     assert "· superseded 20" in r.stdout and "split the billing pool" in r.stdout
 
@@ -543,16 +545,16 @@ async def _agent_calls(s: Any) -> None:
     args = {"search_text": "decided split billing pool", "mode": "bm25", "session_id": "s1"}
     hits = _data(await s.call_tool("recall", {**args, "context_window": {"before": 1, "after": 0}}))["results"]
     top = hits[0]
-    assert (top["doc_id"], top["session_id"], top["turn"], top["speaker"]) == ("s1:2", "s1", 2, "Priya")
-    assert top["occurred_at"] == "2026-03-03T09:41:00.000Z" and [t["turn"] for t in top["context"]] == [1, 2]
+    assert (top["doc_id"], top["session_id"], top["turn"], top["speaker"]) == ("s1:3", "s1", 3, "Priya")
+    assert top["occurred_at"] == "2026-03-03T09:41:00.000Z" and [t["turn"] for t in top["context"]] == [2, 3]
     span = {"from": "2026-03-03T09:40:00Z", "to": "2026-03-03T09:42:00Z"}
     hits = _data(await s.call_tool("recall", {"search_text": "billing pool", "mode": "bm25", "time_range": span}))
-    assert [x["doc_id"] for x in hits["results"]] == ["s1:2"]
+    assert [x["doc_id"] for x in hits["results"]] == ["s1:3"]
     hits = _data(await s.call_tool("recall", {"search_text": "tea", "mode": "bm25", "user_id": "u1"}))["results"]
     assert hits[0]["doc_id"] == "pref"
     assert _data(await s.call_tool("recall", {"query": "tea", "mode": "bm25", "as_of": "2020-01-01"}))["results"] == []
-    h = _data(await s.call_tool("history", {"id": "s1:2"}))
-    assert h["id"] == "s1:2" and h["versions"][0]["current"] and h["versions"][0]["metadata"]["speaker"] == "Priya"
+    h = _data(await s.call_tool("history", {"id": "s1:3"}))
+    assert h["id"] == "s1:3" and h["versions"][0]["current"] and h["versions"][0]["metadata"]["speaker"] == "Priya"
     assert _data(await s.call_tool("history", {"doc_id": "pref"}))["versions"][0]["text"] == "Priya prefers tea."
     # errors: one line, naming the argument
     assert "session_id" in _error(await s.call_tool("remember", {"messages": CHAT}))
@@ -579,7 +581,7 @@ def test_mcp_agent_memory_tools_over_stdio(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     asyncio.run(asyncio.wait_for(_agent_session(db), timeout=120))
     with Memory(db, embedder="hash", auto_embed=False) as m:  # nothing a refused call tried was written
-        assert m.stats().documents == 5 and [v["version"] for v in m.history("s1:2")] == [1]
+        assert m.stats().documents == 5 and [v["version"] for v in m.history("s1:3")] == [1]
 
 
 MCP_KEY_A = "sk-mcp-agent-a-01"

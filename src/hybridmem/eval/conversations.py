@@ -126,7 +126,8 @@ def load_locomo(path: Path) -> Any:
         qrels,
         categories,
         chunk_size=None,
-        fingerprint=hashlib.sha256(raw).hexdigest()[:16],
+        # of the documents as built (the loader's choices included), not only of the file
+        fingerprint=hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()[:16],
         scopes=scopes,
         tags=tags,
     )
