@@ -497,7 +497,7 @@ def test_the_readme_agent_memory_example_with_the_default_model(tmp_path: Path) 
         assert "e5" in r.stderr  # the default model embedded the query
         top = json.loads(r.stdout)["results"][0]
         assert top["doc_id"] == "s1:3" and top["speaker"] == "Priya" and "we decided" in top["text"], top
-        assert top["ranks"].get("time") == 1 and (top["ranks"].get("dense") == 1 or not vectors), top["ranks"]
+        assert top["ranks"]["bm25"] == 1 and top["ranks"]["time"] == 1 and ("dense" in top["ranks"]) == vectors
     assert "we decided" in run(search).stdout.splitlines()[2]  # the plain output shows it first
 
 

@@ -26,6 +26,15 @@ __all__ = ["SCOPE_KEYS", "messages_to_documents", "parse_messages"]
 SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
 
 
+def _message(m: dict[str, Any], i: int, error: type[Exception]) -> Message:
+    try:
+        return Message(**m)
+    except error as e:
+        err = e.errors()[0]  # type: ignore[attr-defined]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ValidationError(err["msg"].removeprefix("Value error, "), field=f"messages[{i}].{loc}") from None
+
+
 def parse_messages(messages: Iterable[Message | dict[str, Any]]) -> list[Message]:
     """Validated messages; the first problem raises ValidationError naming ``messages[i].field``."""
     from pydantic import ValidationError as PydanticError  # noqa: PLC0415
@@ -34,15 +43,10 @@ def parse_messages(messages: Iterable[Message | dict[str, Any]]) -> list[Message
     for i, m in enumerate(messages):
         if isinstance(m, Message):
             out.append(m)
-            continue
-        if not isinstance(m, dict):
+        elif not isinstance(m, dict):
             raise ValidationError(f"a message is an object, got {type(m).__name__}", field=f"messages[{i}]")
-        try:
-            out.append(Message(**m))
-        except PydanticError as e:
-            err = e.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise ValidationError(err["msg"].removeprefix("Value error, "), field=f"messages[{i}].{loc}") from None
+        else:
+            out.append(_message(m, i, PydanticError))
         reserved = set(out[-1].metadata) & set(SCOPE_KEYS)
         if reserved:
             raise ValidationError(

@@ -349,9 +349,9 @@ class Memory:
         old = self.get(old_id, namespace=ns)
         meta = {**old["metadata"], **msg.metadata, "role": msg.role, "speaker": msg.name or msg.role}
         text = f"{meta['speaker']}: {msg.content}"
-        return self.update(
-            old_id, text, metadata=meta, namespace=ns, occurred_at=msg.timestamp, reason=reason or "superseded"
-        )
+        # without a timestamp, the correction keeps the time of what it corrects
+        when = msg.timestamp if msg.timestamp is not None else old.get("occurred_at")
+        return self.update(old_id, text, metadata=meta, namespace=ns, occurred_at=when, reason=reason or "superseded")
 
     def forget(self, id: str, *, namespace: str | None = None, reason: str | None = None) -> None:
         """A soft delete: the memory stops being current now and stays in its history (``as_of`` an

@@ -105,14 +105,15 @@ class HybridParams(BaseModel):
     recency_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
 
 
-def _time(v: Any, field: str) -> float | None:
-    """A request's time (ISO 8601, epoch seconds; naive = UTC) as epoch seconds; None stays None."""
+def _time(v: Any, field: str, named: bool = False) -> float | None:
+    """A request's time (ISO 8601, epoch seconds; naive = UTC) as epoch seconds; None stays None.
+    ``named``: the error's location already names the field (the message does not repeat it)."""
     if v is None:
         return None
     try:
         return parse_timestamp(v, field=field).timestamp()
     except ValueError as e:
-        raise ValueError(str(e)) from None
+        raise ValueError(str(e).removeprefix(f"{field}: ") if named else str(e)) from None
 
 
 class TimeRange(BaseModel):
@@ -183,16 +184,16 @@ class QueryRequest(RequestModel):
     def _sessions(cls, v: str | list[str] | None) -> str | list[str] | None:
         ids = [v] if isinstance(v, str) else v or []
         if isinstance(v, list) and not 1 <= len(v) <= config.MAX_SCOPE_VALUES:
-            raise ValueError(f"session_id: a list of 1-{config.MAX_SCOPE_VALUES} ids")
+            raise ValueError(f"a list of 1-{config.MAX_SCOPE_VALUES} ids")
         for s in ids:
             if not s or len(s) > 512 or "\x00" in s:
-                raise ValueError("session_id: ids are 1-512 characters, without NUL")
+                raise ValueError("ids are 1-512 characters, without NUL")
         return v
 
     @field_validator("as_of", "now")
     @classmethod
     def _a_time(cls, v: Any, info: Any) -> Any:
-        t = _time(v, info.field_name)
+        t = _time(v, info.field_name, named=True)
         if info.field_name == "as_of" and t is not None and t > time.time() + 1:
             raise ValueError(f"as_of ({v}) is in the future: the memory cannot be known as of then")
         return v
@@ -429,7 +430,7 @@ class Document(BaseModel):
     @field_validator("occurred_at")
     @classmethod
     def _occurred(cls, v: Any) -> Any:
-        _time(v, "occurred_at")
+        _time(v, "occurred_at", named=True)
         return v
 
 
@@ -456,7 +457,7 @@ class Message(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _timestamp(cls, v: Any) -> Any:
-        _time(v, "timestamp")
+        _time(v, "timestamp", named=True)
         return v
 
 

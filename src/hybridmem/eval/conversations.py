@@ -84,10 +84,8 @@ def _evidence(conv_id: str, raw: list[str], known: set[str]) -> list[str]:
     return out
 
 
-def load_locomo(path: Path) -> Any:
-    """The conversations of ``path`` as one :class:`~hybridmem.eval.datasets.Dataset`."""
-    from .datasets import Dataset  # noqa: PLC0415 - datasets dispatches here
-
+def load_locomo(path: Path) -> dict[str, Any]:
+    """The conversations of ``path``: the fields of one :class:`~hybridmem.eval.datasets.Dataset`."""
     try:
         raw = path.read_bytes()
         items = json.loads(raw)
@@ -117,14 +115,14 @@ def load_locomo(path: Path) -> Any:
             scopes[qid] = {"user_id": conv_id}
             if find_time_expressions(queries[qid], last):
                 tags[qid] = ["time-constrained"]
-    return Dataset(
-        path.stem,
-        str(path),
-        "test",
-        docs,
-        queries,
-        qrels,
-        categories,
+    return dict(
+        name=path.stem,
+        path=str(path),
+        split="test",
+        docs=docs,
+        queries=queries,
+        qrels=qrels,
+        categories=categories,
         chunk_size=None,
         # of the documents as built (the loader's choices included), not only of the file
         fingerprint=hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()[:16],

@@ -102,7 +102,7 @@ def load_dataset(spec: str, split: str = "test") -> Dataset:
     if not root.exists():
         raise NotFoundError(f"dataset not found: {spec} (a BEIR folder, a LoCoMo JSON file or 'demo')")
     if is_locomo(root):
-        return load_locomo(root)
+        return Dataset(**load_locomo(root))
     for need in ("corpus.jsonl", "queries.jsonl"):
         if not (root / need).is_file():
             raise NotFoundError(f"{root} is not a BEIR-layout dataset: {need} is missing")
