@@ -15,7 +15,7 @@ hit's session.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,7 +25,15 @@ from ..models import QueryRequest, QueryResult
 from ..store.base import ChunkRow, Store, iso_time
 from ..timeexpr import TimeMention, find_time_expressions
 
-__all__ = ["scope_filter", "combine", "time_mentions", "time_filter", "conversation_fields", "context_turns"]
+__all__ = [
+    "check_scopes",
+    "scope_filter",
+    "combine",
+    "time_mentions",
+    "time_filter",
+    "conversation_fields",
+    "context_turns",
+]
 
 #: hits given their neighbouring turns (``context_window``): a bound on a request's cost
 MAX_CONTEXT_HITS = 50
@@ -55,14 +63,17 @@ def _scope_conditions(req: QueryRequest) -> list[tuple[str, Filter]]:
     return out
 
 
-def scope_filter(req: QueryRequest, store: Store, namespace: str) -> Filter | None:
-    """The request's scopes and times as one filter (None when it has none). Raises
-    ValidationError naming the field of a scope no memory of the namespace has."""
-    parts: list[Filter] = []
+def check_scopes(req: QueryRequest, store: Store, namespace: str) -> None:
+    """ValidationError naming the field of a scope no memory of the namespace has (a typo must not
+    answer "nothing"). Called when the query's allowed set is empty or unknown (SQL legs)."""
     for field, cond in _scope_conditions(req):
         if not store.any_match(namespace, cond):
             raise ValidationError(f"no memory in namespace {namespace!r} has this {field}", field=field)
-        parts.append(cond)
+
+
+def scope_filter(req: QueryRequest, store: Store, namespace: str) -> Filter | None:
+    """The request's scopes and times as one filter (None when it has none); see check_scopes."""
+    parts: list[Filter] = [cond for _, cond in _scope_conditions(req)]
     start, end, as_of, _ = req.time_bounds()
     if start is not None:
         parts.append(Sys("occurred_at", "$gte", start))
@@ -77,14 +88,22 @@ def scope_filter(req: QueryRequest, store: Store, namespace: str) -> Filter | No
     return combine(*parts)
 
 
-def time_mentions(req: QueryRequest, store: Store, namespace: str, flt: Filter | None) -> list[TimeMention]:
+def time_mentions(
+    req: QueryRequest, namespace: str, flt: Filter | None, latest: Callable[[str, Filter | None], float | None]
+) -> list[TimeMention]:
     """The times the question names, resolved against the request's ``now``, else the latest memory
-    the query may see (a conversation's "last week" is the week before its last message), else now."""
+    the query may see (``latest``: a conversation's "last week" is the week before its last
+    message), else now. A question that names no time costs no look-up."""
+    wall = datetime.now(timezone.utc)
+    found = find_time_expressions(req.search_text, wall)
+    if not found:
+        return []
     now = req.time_bounds()[3]
     if now is None:
-        now = store.latest_occurred(namespace, flt)
-    ref = datetime.fromtimestamp(now, timezone.utc) if now is not None else datetime.now(timezone.utc)
-    return find_time_expressions(req.search_text, ref)
+        now = latest(namespace, flt)
+    return (
+        find_time_expressions(req.search_text, datetime.fromtimestamp(now, timezone.utc)) if now is not None else found
+    )
 
 
 def time_filter(mentions: Sequence[TimeMention]) -> Filter | None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,12 +16,21 @@ import numpy as np
 from .. import deadline
 from ..errors import HybridMemError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter, filter_keys, parse_filter
+from ..lru import LRU
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
 from .fusion import rrf
 from .legs import Legs
-from .scope import combine, context_turns, conversation_fields, scope_filter, time_filter, time_mentions
+from .scope import (
+    check_scopes,
+    combine,
+    context_turns,
+    conversation_fields,
+    scope_filter,
+    time_filter,
+    time_mentions,
+)
 from .types import LegHit, QueryEncoder
 
 __all__ = ["Searcher", "LegHit", "build_request"]
@@ -45,6 +54,8 @@ class Searcher:
     read_retries: int = 4
     #: the policy ``drop``'s threshold (share of the namespace's chunks that have a vector)
     min_dense_coverage: float = 0.5
+    #: (namespace, filter, chunk version) -> (latest occurred_at,): a scope's reference time
+    _latest: LRU = field(default_factory=lambda: LRU(256))
 
     def validate_filter(self, namespace: str, spec: dict[str, Any], warnings: list[str] | None = None) -> Filter | None:
         """The parsed filter. A key no document of the namespace holds is not an error (an agent may
@@ -149,6 +160,8 @@ class Searcher:
         self.legs.prepare(namespace, mode)
         # the filter is evaluated once, before ranking, and the same allowed set bounds every leg
         allowed = self.legs.allowed(namespace, flt) if flt is not None else None
+        if allowed is not None and (allowed.rowids is None or allowed.empty):
+            check_scopes(req, self.store, namespace)
         legs = self._legs(req, namespace, mode, allowed, k)
         if mode == "hybrid":
             legs.update(self._time_legs(req, namespace, flt, k))
@@ -248,6 +261,16 @@ class Searcher:
             raise err if isinstance(err, HybridMemError) else HybridMemError(str(err))
         return hits, reports
 
+    def _latest_occurred(self, namespace: str, flt: Filter | None) -> float | None:
+        """The latest occurred_at the scope holds, cached per (namespace, filter) until a write."""
+        key = (namespace, flt, self.store.chunk_version(namespace))
+        hit = self._latest.get(key)
+        if hit is None:
+            hit = (self.store.latest_occurred(namespace, flt),)
+            self._latest.put(key, hit)
+        value: float | None = hit[0]
+        return value
+
     def _time_legs(
         self, req: QueryRequest, namespace: str, flt: Filter | None, k: int
     ) -> dict[str, Callable[[], list[LegHit]]]:
@@ -259,7 +282,7 @@ class Searcher:
             legs["recency"] = lambda: self.store.recent(namespace, flt, k)
         if hp.time_weight <= 0:
             return legs
-        named = time_filter(time_mentions(req, self.store, namespace, flt))
+        named = time_filter(time_mentions(req, namespace, flt, self._latest_occurred))
         if named is None:
             return legs
         tflt = combine(flt, named)
