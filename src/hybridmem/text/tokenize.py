@@ -53,6 +53,8 @@ _SNOWBALL = {"en": "english", "fr": "french", "de": "german", "es": "spanish"}
 
 def fold(text: str) -> str:
     """NFKC, casefold, strip combining accents (é → e, ß → ss); CJK untouched."""
+    if text.isascii():  # the common case, the same answer: NFKC and accents do nothing to ASCII
+        return text.lower()
     text = unicodedata.normalize("NFKC", text).casefold()
     decomposed = unicodedata.normalize("NFD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
