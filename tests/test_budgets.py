@@ -46,6 +46,14 @@ def test_filter_budget_holds_on_every_backend(target: str | Path) -> None:
         # at the limit it answers, on both backends, with the right rows
         spec = {"$or": [{"k": i} for i in range(MAX_CONDITIONS)]}
         assert [r.doc_id for r in m.search("budget", mode="bm25", metadata_filter=spec).results] == ["b1"]
+        # a full $in list (compiled as a balanced tree: a flat chain of 1,024 was past SQLite's depth limit)
+        for spec in (
+            {"k": {"$in": list(range(MAX_IN_VALUES))}},
+            {"k": {"$nin": [-i for i in range(1, MAX_IN_VALUES + 1)]}},
+            {"$and": [{"k": {"$in": list(range(MAX_IN_VALUES))}} for _ in range(3)]},
+        ):
+            for mode in ("bm25", "hybrid"):
+                assert [r.doc_id for r in m.search("budget", mode=mode, metadata_filter=spec).results] == ["b1"]
 
 
 def test_metadata_budget_and_shapes(target: str | Path) -> None:

@@ -139,7 +139,8 @@ class Searcher:
             except Exception as e:
                 if deadline.expired():  # e.g. SQLite's "interrupted": the deadline stopped it
                     raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from e
-                if isinstance(e, sqlite3.DatabaseError):  # damage the check at open did not see
+                if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError):
+                    # damage the check at open did not see (an OperationalError is not damage)
                     path = getattr(self.store, "path", "the store")
                     raise StoreError(
                         f"reading {path} failed: {e} (run `hybridmem check` on it; restore from a backup)"

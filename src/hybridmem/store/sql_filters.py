@@ -51,6 +51,15 @@ def _sql_eq(path_sql: str, v: Any, params: list[Any]) -> str:
     return f"COALESCE(json_type({path_sql}) IN {_SQL_TYPES[k]} AND json_extract({path_sql}) = ?, 0)"
 
 
+def _balanced(parts: list[str], op: str) -> str:
+    """``parts`` joined by ``op`` as a balanced tree: a flat chain of n terms is an expression n deep,
+    and SQLite refuses one deeper than 1,000 (an ``$in`` of 1,024 values was a 500); balanced, log2(n)."""
+    if len(parts) <= 8:
+        return "(" + f" {op} ".join(parts) + ")"
+    mid = len(parts) // 2
+    return f"({_balanced(parts[:mid], op)} {op} {_balanced(parts[mid:], op)})"
+
+
 def _compile(
     node: Filter,
     eq: Callable[[str, Any], str],
@@ -62,9 +71,9 @@ def _compile(
     here, the leaves from the dialect's ``eq`` (kind-aware equality, false for a missing key),
     ``exists`` and ``compare`` (``$gt``… between values of the same kind)."""
     if isinstance(node, And):
-        return "(" + " AND ".join(_compile(p, eq, exists, compare, system) for p in node.parts) + ")"
+        return _balanced([_compile(p, eq, exists, compare, system) for p in node.parts], "AND")
     if isinstance(node, Or):
-        return "(" + " OR ".join(_compile(p, eq, exists, compare, system) for p in node.parts) + ")"
+        return _balanced([_compile(p, eq, exists, compare, system) for p in node.parts], "OR")
     if isinstance(node, Sys):
         return system(node)
     op, v = node.op, node.value
@@ -73,8 +82,8 @@ def _compile(
     if op == "$ne":
         return f"NOT {eq(node.key, v)}"
     if op in ("$in", "$nin"):
-        ors = " OR ".join(eq(node.key, x) for x in v)
-        return f"({ors})" if op == "$in" else f"NOT ({ors})"
+        ors = _balanced([eq(node.key, x) for x in v], "OR")
+        return ors if op == "$in" else f"NOT {ors}"
     if op == "$exists":
         return exists(node.key, v)
     return compare(node.key, op, v)
