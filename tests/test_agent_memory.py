@@ -269,6 +269,19 @@ def test_bad_time_and_scope_requests_name_the_field(tmp_path: Path, kwargs: dict
         assert e.value.field == field
 
 
+@pytest.mark.parametrize(
+    ("scope", "field"),
+    [({"session_id": "a\x00b"}, "session_id"), ({"session_id": "s", "user_id": "\ud800"}, "user_id")],
+)
+def test_a_bad_scope_id_is_refused_before_the_store(target: str | Path, scope: dict, field: str) -> None:
+    with _mem(target) as m:
+        with pytest.raises(ValidationError) as e:
+            m.add_messages([{"role": "user", "content": "x"}], **scope)
+        assert e.value.field == field and m.stats().documents == 0
+        with pytest.raises(ValidationError):
+            m.search("x", user_id="a\x00b")
+
+
 def test_ids_of_past_versions_are_reserved(tmp_path: Path) -> None:
     with _mem(tmp_path / "m.db") as m, pytest.raises(ValidationError, match="reserved"):
         m.add("x", id="a@@v1")

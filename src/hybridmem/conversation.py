@@ -20,7 +20,7 @@ from . import config
 from .errors import ValidationError
 from .models import Message
 
-__all__ = ["SCOPE_KEYS", "messages_to_documents", "parse_messages"]
+__all__ = ["SCOPE_KEYS", "check_scopes", "messages_to_documents", "parse_messages"]
 
 #: the metadata keys a message's memory carries (reserved in a message's own metadata)
 SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
@@ -60,7 +60,20 @@ def parse_messages(messages: Iterable[Message | dict[str, Any]]) -> list[Message
 
 def _check_scope(value: str | None, field: str) -> None:
     if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 512 or "\x00" in value):
-        raise ValidationError(f"{field} must be 1-512 characters", field=field)
+        raise ValidationError("an id of 1-512 characters, without NUL", field=field)
+    if value is not None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("text with an unpaired surrogate is not valid Unicode", field=field) from None
+
+
+def check_scopes(session_id: str, user_id: str | None = None, agent_id: str | None = None) -> None:
+    """The scope ids of a write, checked before any store sees them."""
+    if session_id is None:
+        raise ValidationError("session_id is required", field="session_id")
+    for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
+        _check_scope(value, field)
 
 
 def messages_to_documents(

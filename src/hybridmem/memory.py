@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import config
 from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
-from .conversation import messages_to_documents, parse_messages
+from .conversation import check_scopes, messages_to_documents, parse_messages
 from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
@@ -248,8 +248,9 @@ class Memory:
         ``id``, ``metadata``) as memories of the session, turns numbered after its last one
         (:mod:`hybridmem.conversation`). All are validated first: one bad message writes nothing."""
         ns = self._ns(namespace)
+        check_scopes(session_id, user_id, agent_id)
         parsed = parse_messages(messages)
-        last = self.store.max_turn(ns, session_id) if isinstance(session_id, str) else None
+        last = self.store.max_turn(ns, session_id)
         previous = None
         if last is not None:  # the session's last message: the context of the first new one
             rows = self.store.fetch(self.store.session_turns(ns, session_id, last, last, None))

@@ -190,6 +190,13 @@ class QueryRequest(RequestModel):
                 raise ValueError("ids are 1-512 characters, without NUL")
         return v
 
+    @field_validator("user_id", "agent_id")
+    @classmethod
+    def _scope_id(cls, v: str | None) -> str | None:
+        if v is not None and "\x00" in v:
+            raise ValueError("ids are 1-512 characters, without NUL")
+        return v
+
     @field_validator("as_of", "now")
     @classmethod
     def _a_time(cls, v: Any, info: Any) -> Any:
