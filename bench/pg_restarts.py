@@ -224,7 +224,7 @@ def summarize(run: dict) -> dict:
         r["failures"] = dict(
             Counter(f"{e.kind} {e.status or 'no answer'} {e.error}" for e in around if e.status != 200)
         )
-        r["last_failure_after_ready_s"] = round(max((e.end for e in around if e.status != 200), default=a) - a, 2)
+        r["last_failure_after_stop_s"] = round(max((e.end for e in around if e.status != 200), default=a) - a, 2)
     ok = [e for e in events if e.status == 200]
     lat = [(e.end - e.start) * 1000 for e in ok]
     v = run["verify"]

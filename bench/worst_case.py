@@ -20,8 +20,9 @@ Measured: the server's VmRSS (and RssAnon) every 50 ms from ``/proc/<pid>/status
 fill and one ordinary query) and peak; for PostgreSQL also the sum over its processes (postmaster
 and backends); every request's wall time and status (each must end within deadline + 1 s, as an
 answer, a 504 or a 429); and whether the work stopped: the server's CPU time (``/proc/<pid>/stat``
-utime + stime; PostgreSQL's summed) must stop rising within 1 s of the last response (rising = more
-than the idle rate + 20 ms of CPU in the next second). Target: RSS peak <= 1 GB above idle.
+utime + stime; for PostgreSQL, summed over its client backends, and reported for all its processes
+with the tail's CPU per process title) must stop rising within 1 s of the last response (rising =
+more than the idle rate + 20 ms of CPU in the next second). Target: RSS peak <= 1 GB above idle.
 Results: ``bench/results/worst-case/``. Exit status 1 when a target is missed or a request got
 another status.
 """
@@ -149,12 +150,16 @@ async def worst_load(url: str, clients: int, seconds: float, deadline: float, in
 
 
 class Sampler(threading.Thread):
-    """Every ``period`` s: (t, server VmRSS kB, RssAnon kB, CPU s, PostgreSQL VmRSS kB, RssAnon kB, CPU s)."""
+    """Every ``period`` s: (t, server VmRSS kB, RssAnon kB, CPU s, PostgreSQL VmRSS kB, RssAnon kB,
+    CPU s, CPU s of its client backends); PostgreSQL sums are over all its processes. ``pg_cpu``:
+    each sample's CPU s per PostgreSQL process, ``titles``: each process's title."""
 
     def __init__(self, pid: int, pg: Postgres | None, period: float = 0.05) -> None:
         super().__init__(daemon=True)
         self.pid, self.pg, self.period = pid, pg, period
         self.samples: list[tuple[float, ...]] = []
+        self.pg_cpu: list[dict[int, float]] = []
+        self.titles: dict[int, str] = {}
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -164,14 +169,37 @@ class Sampler(threading.Thread):
             t = time.monotonic()
             if self.pg is not None and t - scanned > 0.5:  # backends come and go
                 pg_pids, scanned = self.pg.pids(), t
+                for p in pg_pids:
+                    self.titles.setdefault(p, process_title(p))
             pid = self.pid
-            pg = [(proc_rss_kb(p), proc_rss_kb(p, "RssAnon"), proc_cpu_s(p)) for p in pg_pids]
+            pg = {p: (proc_rss_kb(p), proc_rss_kb(p, "RssAnon"), proc_cpu_s(p)) for p in pg_pids}
             server = (proc_rss_kb(pid), proc_rss_kb(pid, "RssAnon"), proc_cpu_s(pid))
-            self.samples.append((t, *server, *(sum(x[i] for x in pg) for i in range(3))))
+            totals = [sum(x[i] for x in pg.values()) for i in range(3)]
+            clients = sum(x[2] for p, x in pg.items() if "[local]" in self.titles.get(p, ""))
+            self.samples.append((t, *server, *totals, clients))
+            self.pg_cpu.append({p: x[2] for p, x in pg.items()})
             self.halt.wait(self.period)
 
     def between(self, a: float, b: float) -> list[tuple[float, ...]]:
         return [s for s in self.samples if a <= s[0] <= b]
+
+    def tail_by_process(self, t_last: float) -> dict[str, float]:
+        """CPU s each PostgreSQL process used after ``t_last`` (by process title), the busiest first."""
+        i = next((k for k, s in enumerate(self.samples) if s[0] >= t_last), len(self.samples) - 1)
+        first, used = self.pg_cpu[i], Counter()
+        for snap in self.pg_cpu[i:]:
+            for p, cpu in snap.items():
+                used[f"{p} {self.titles.get(p, '?')}"] = max(
+                    used[f"{p} {self.titles.get(p, '?')}"], cpu - first.get(p, 0.0)
+                )
+        return {k: round(v, 2) for k, v in used.most_common(6) if v > 0}
+
+
+def process_title(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()[:80]
+    except OSError:
+        return "?"
 
 
 def cpu_stop_delay(samples: list[tuple[float, ...]], col: int, t_last: float, idle_rate: float) -> float | None:
@@ -213,8 +241,8 @@ def memory_report(smp: Sampler, idle: tuple[float, float], load: tuple[float, fl
 
 def cpu_report(smp: Sampler, idle: tuple[float, float], t_last: float, t_end: float) -> dict:
     out: dict = {}
-    for name, col in (("server", 3), ("pg", 6)):
-        if name == "pg" and smp.pg is None:
+    for name, col in (("server", 3), ("pg", 6), ("pg_client_backends", 7)):
+        if name.startswith("pg") and smp.pg is None:
             continue
         a, b = smp.between(*idle)[0], smp.between(*idle)[-1]
         rate = (b[col] - a[col]) / max(1e-9, b[0] - a[0])
@@ -228,6 +256,8 @@ def cpu_report(smp: Sampler, idle: tuple[float, float], t_last: float, t_end: fl
         out[f"{name}_cpu_after_last_response"] = [
             (round(x[0] - t_last, 2), round(x[col] - tail[0][col], 2)) for x in tail[::2] if x[0] - t_last <= 3
         ]
+    if smp.pg is not None:  # autovacuum, checkpointer... are not the requests' work: named apart
+        out["pg_cpu_after_last_response_by_process"] = smp.tail_by_process(t_last)
     return out
 
 
@@ -301,7 +331,7 @@ def verdict(r: dict, deadline: float) -> list[str]:
         missed.append(f"server RSS peak {r['server_peak_above_idle_mb']} MB above idle")
     if r.get("pg_rssanon_peak_above_idle_mb", 0) > RSS_TARGET_MB:
         missed.append(f"PostgreSQL RssAnon peak {r['pg_rssanon_peak_above_idle_mb']} MB above idle")
-    for who in ("server", "pg"):
+    for who in ("server", "pg_client_backends"):  # the requests' work (all of PostgreSQL is reported too)
         stop = r.get(f"{who}_cpu_stop_after_last_response_s", 0.0)
         if stop is None or stop > 1.0:
             missed.append(f"{who} CPU still rising {stop} s after the last response (None: all through the tail)")

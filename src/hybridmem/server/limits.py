@@ -205,10 +205,15 @@ class BodySizeLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-def _within(timeout: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``fn`` under the request's deadline: its reads are stopped when it passes (hybridmem.deadline),
-    so the work ends with the 504 instead of going on in the background."""
-    with deadline.within(timeout):
+def _within(until: float, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn`` under the request's deadline, ``until`` on ``time.monotonic()`` (the clock of
+    hybridmem.deadline): its reads are stopped when it passes, so the work ends with the 504 instead
+    of going on in the background. The deadline is the request's, not "timeout from when a worker
+    thread took the call": a call that waited for a thread past it is not started at all."""
+    left = until - time.monotonic()
+    if left <= 0:
+        raise deadline.DeadlineExceeded("the request waited for a worker thread past its deadline; not run")
+    with deadline.within(left):
         return fn(*args, **kwargs)
 
 
@@ -246,10 +251,11 @@ class Runner:
         included); the tenant's slot is held until the thread is done."""
         loop = asyncio.get_running_loop()
         deadline_at = loop.time() + self.timeout
+        until = time.monotonic() + self.timeout  # the same deadline, for the worker thread
         release = await self.slots.acquire(tenant, self.timeout) if tenant is not None else None
         left = max(0.001, deadline_at - loop.time())
         try:
-            cf = self.executor.submit(_within, left, call)
+            cf = self.executor.submit(_within, until, call)
         except BaseException:
             if release is not None:
                 release()
