@@ -20,6 +20,8 @@ What is generated (each source gets a share of the budget, every source runs on 
   ``hybridmem.filters.MAX_*`` (conditions, ``$in`` values, depth, string length), or not filters;
 * ``uploads``: multipart ``POST /v1/documents`` with random bytes, texts in many encodings,
   JSON/JSONL records, odd file names, huge files and form fields, malformed multipart;
+* ``messages``: chat messages (``POST /v1/messages``) with odd roles, times, ids and session scopes
+  (queries get the scopes too: ``session_id``, ``time_range``, ``as_of``...);
 * ``json``: arbitrary JSON bodies (and content types, query strings, ids) on every route, the
   undocumented ones (``/docs``, ``/redoc``, ``/openapi.json``, ``/docs/assets/...``) included;
 * ``protocol``: missing/wrong keys, foreign ``Host`` / ``Origin``, bodies over ``max_body_bytes``
@@ -47,6 +49,7 @@ import platform
 import random
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -484,6 +487,12 @@ doc_text = (
     | wild_text
     | st.sampled_from(["", " ", "\x00", "\ud800", "word " * 20_000])
 )
+scope_ids = st.sampled_from(["s1", "s2", "conv/1", "s1:3", "a" * 512, "a" * 513, "", " ", "a\x00b", "ü"]) | wild_text
+times = (
+    st.sampled_from(["2026-01-01T00:00:00Z", "2026-13-45", "yesterday", "last week", "", 1.7e9, -1, 1e300])
+    | json_scalars
+)
+ROLES = ["user", "assistant", "system", "tool", "", "G"]
 doc_ids = (
     st.sampled_from(["m1", "m2", "runbooks/db/pool", "a" * 512, "a" * 513, "../x", "%2e%2e", "id sp", "ü"]) | plain_text
 )
@@ -522,7 +531,33 @@ def query_req(draw: Any) -> Req:
     maybe(draw, body, "fetch_k", st.integers(1, 1000) | st.integers(-1, 20_000) | json_scalars)
     maybe(draw, body, "namespace", namespaces)
     maybe(draw, body, "rerank", st.booleans())
+    if draw(st.booleans()):  # the agent-memory scopes: pre-filters of every leg, like metadata
+        maybe(draw, body, "session_id", scope_ids | st.lists(scope_ids, max_size=4))
+        maybe(draw, body, "user_id", scope_ids)
+        maybe(draw, body, "time_range", st.dictionaries(st.sampled_from(["from", "to", "start"]), times, max_size=2))
+        maybe(draw, body, "as_of", times)
+        maybe(draw, body, "now", times)
+        maybe(draw, body, "include_superseded", st.booleans() | json_scalars)
+        maybe(draw, body, "context_window", st.dictionaries(st.sampled_from(["before", "after", "x"]), json_scalars))
     return json_req(draw, "POST", "/v1/query", body, "/v1/query")
+
+
+@st.composite
+def messages_req(draw: Any) -> Req:
+    """Chat messages (``POST /v1/messages``) with odd roles, times, ids and session scopes."""
+    msgs = []
+    for _ in range(draw(st.integers(0, 5))):
+        m: dict[str, Any] = {"role": draw(st.sampled_from(ROLES) | plain_text), "content": draw(doc_text)}
+        maybe(draw, m, "name", plain_text | sized_str)
+        maybe(draw, m, "timestamp", times)
+        maybe(draw, m, "id", doc_ids)
+        maybe(draw, m, "metadata", metadata_strategy)
+        msgs.append(m)
+    body: dict[str, Any] = {"messages": msgs, "session_id": draw(scope_ids)}
+    maybe(draw, body, "user_id", scope_ids)
+    maybe(draw, body, "agent_id", scope_ids)
+    maybe(draw, body, "namespace", namespaces)
+    return json_req(draw, "POST", "/v1/messages", body, "/v1/messages")
 
 
 @st.composite
@@ -649,6 +684,10 @@ ALL_ROUTES = [
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/docs/assets/{asset}"),
     ("GET", "/{unknown}"),
+    ("POST", "/v1/messages"),
+    ("GET", "/v1/memories/{doc_id}/history"),
+    ("POST", "/v1/memories/{doc_id}/supersede"),
+    ("POST", "/v1/memories/{doc_id}/forget"),
 ]
 ROUTE_FIELDS = {
     "/v1/query": QUERY_KEYS,
@@ -656,6 +695,9 @@ ROUTE_FIELDS = {
     "/v1/memories": ["memories", "namespace"],
     "/v1/memories/{doc_id}": ["text", "metadata", "source"],
     "/v1/graph/global": ["question", "level", "namespace"],
+    "/v1/messages": ["messages", "session_id", "user_id", "agent_id", "namespace"],
+    "/v1/memories/{doc_id}/supersede": ["text", "message", "reason"],
+    "/v1/memories/{doc_id}/forget": ["reason"],
 }
 ASSETS = [
     "swagger-ui-bundle.js",
@@ -781,9 +823,11 @@ def protocol_req(draw: Any) -> Req:
 
 # ---------------------------------------------------------------------------------------------- the run
 
-SHARES = {"openapi": 0.50, "metadata": 0.12, "filters": 0.15, "uploads": 0.12, "json": 0.08, "protocol": 0.03}
+SHARES = {"openapi": 0.48, "metadata": 0.11, "filters": 0.14, "uploads": 0.11, "messages": 0.05, "json": 0.08}
+SHARES["protocol"] = 0.03
 CUSTOM = {
     "metadata": metadata_req(),
+    "messages": messages_req(),
     "filters": query_req(),
     "uploads": upload_req(),
     "json": any_json_req(),
@@ -877,7 +921,11 @@ def fuzz_backend(backend: str, n: int, seed: int, workdir: Path, out_dir: Path, 
     finally:
         exited = serve.stop()
     run["alive"] = run["alive"] and exited is None
-    return summarize(backend, rec, run, serve.log_path.read_text(errors="replace"))
+    result = summarize(backend, rec, run, serve.log_path.read_text(errors="replace"))
+    if rec.failures or not run["alive"]:  # the tracebacks of the failures, under their request ids
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result["server_log"] = str(shutil.copy(serve.log_path, out_dir / f"server-{backend}.log"))
+    return result
 
 
 def generate(rec: Recorder, n: int, seed: int) -> dict:
@@ -992,8 +1040,11 @@ def code_info() -> dict[str, Any]:
     def git(*a: str) -> str:
         return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
 
+    src = Path(hybridmem.__file__).parents[1]
+    note = src.parent / "SNAPSHOT"  # a snapshot of a checkout may say what it is
     return {
-        "hybridmem_src": str(Path(hybridmem.__file__).parents[1]),
+        "hybridmem_src": str(src),
+        "snapshot": note.read_text().strip() if note.exists() else None,
         "commit": git("rev-parse", "--short", "HEAD"),
         "working_tree_src_dirty": bool(git("status", "--porcelain", "src")),
     }

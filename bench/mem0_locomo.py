@@ -6,40 +6,48 @@ questions apart (``Dataset.tags``); build time (every turn stored and searchable
 p50/p95 (one ``search`` of top 10 at a time, from one thread, after 10 warm-up questions); paired
 randomization and bootstrap p-values of hybridmem (this commit) against each other system on nDCG@10.
 
-    python bench/mem0_locomo.py --limit 50                 # first 50 questions (only their conversations)
+    python bench/mem0_locomo.py --limit 50                 # first 50 questions (only their conversations), to /tmp
     python bench/mem0_locomo.py                            # all questions -> bench/results/mem0-locomo/<date>.json
     python bench/mem0_locomo.py --systems hybridmem,mem0   # a subset
+    python bench/mem0_locomo.py --extra-pythonpath DIR     # where fastembed is, for mem0-bm25, if not in the venv
     python bench/mem0_locomo.py --report bench/results/mem0-locomo/<date>.json   # re-print a run
 
+Needs ``pip install -e '.[bench]'`` (mem0ai==2.2.1), ``git worktree add /tmp/hm-pre 4e2ea30`` and the
+e5 vectors in /tmp/locomo-cache (``hybridmem eval <locomo.json> --cache-dir /tmp/locomo-cache``).
 Systems, each in its own subprocess, fed the turns and questions on stdin (the data, CC BY-NC, is
 read from shared/ and never copied):
 
 * ``hybridmem``: ``hybridmem.Memory`` of this commit in a temporary SQLite file, ``add_documents`` of
-  the loader's turns (text, occurred_at, metadata user_id / session_id / turn / speaker), ``search``
-  with ``mode="hybrid"``, default params (the time leg included) and ``user_id=<conversation>``.
-* ``hybridmem-pre``: the commit before the agent-memory work (4e2ea30, ``git worktree add /tmp/hm-pre
-  4e2ea30``, run with ``PYTHONPATH=/tmp/hm-pre/src``): each turn a plain document (same text, metadata
-  ``{"conv": id}``), each question ``mode="hybrid"`` with ``metadata_filter={"conv": id}`` (that commit
-  has no user_id scope).
-* ``mem0``: ``mem0.Memory.from_config`` (mem0ai==2.2.1, the ``bench`` extra) on a local Qdrant
-  (``path=`` in a temporary folder, qdrant-client's embedded mode), history in a temporary SQLite file,
-  telemetry off (``MEM0_TELEMETRY=False`` before the import). One ``add(text, user_id=<conversation>,
+  the loader's turns as they are (text, the turn before as index-only ``context``, occurred_at,
+  metadata user_id / session_id / turn / speaker), ``search`` with ``mode="hybrid"``, default params
+  (the time leg included) and ``user_id=<conversation>``.
+* ``hybridmem-nocontext``: the same without ``context``: the turn's text alone is indexed and embedded.
+* ``hybridmem-pre``: the commit before the agent-memory work (4e2ea30, run with
+  ``PYTHONPATH=/tmp/hm-pre/src``): each turn a plain document (same text, metadata ``{"conv": id}``),
+  each question ``mode="hybrid"`` with ``metadata_filter={"conv": id}`` (it has no user_id scope).
+* ``mem0``: ``mem0.Memory.from_config`` on a local Qdrant (``path=`` in a temporary folder:
+  qdrant-client's embedded mode), history in a temporary SQLite file, telemetry off
+  (``MEM0_TELEMETRY=False`` before the import). One ``add(text, user_id=<conversation>,
   metadata={"conv", "dia_id"}, infer=False)`` per turn: no LLM extracts facts, the turn is the memory.
   ``search(text, top_k=10, filters={"user_id": <conversation>})`` (mem0 2.x refuses a top-level
   ``user_id`` in search). The config names OpenAI for the LLM and the embedder because mem0 accepts
-  no other way in; both are replaced after construction (the embedder by the one below, the LLM by an
-  object that raises if called) and point to a closed loopback port. Every child refuses any
-  non-loopback network connection and reports the attempts (0 in every recorded run).
-  Installed as ``pip install mem0ai`` (no extras): its BM25 keyword scoring needs ``fastembed`` and
-  the ``Qdrant/bm25`` files from the Hugging Face Hub, its lemmatizer and entity extraction spaCy
-  and ``en_core_web_sm``; without them mem0 logs that and ranks by vector similarity alone (entity
-  boosts need memories added with ``infer=True`` in any case). The JSON records mem0's warnings.
+  no other way in; both point to a closed loopback port and are replaced after construction (the
+  embedder by the one below, the LLM by an object that raises if called). Installed without extras,
+  mem0 ranks by vector similarity alone: it logs that BM25 needs ``fastembed`` and its lemmatizer
+  spaCy (both recorded in the JSON); entity boosts need memories added with ``infer=True`` anyway.
+* ``mem0-bm25``: the same with mem0's BM25 scoring on (fastembed installed): the encoder mem0 builds,
+  ``SparseTextEmbedding("Qdrant/bm25")``, fetches files from the Hugging Face Hub and fails offline,
+  so it is built from an empty local folder: fastembed's stemmer, no stopword list.
+
+Every child refuses any non-loopback network connection and reports the attempts.
 
 The vectors are shared: every system embeds through ``hybridmem.embed.cache.CachedEmbedder`` over
-``create_embedder("e5")`` (multilingual-e5-small, 4-bit) and ``/tmp/locomo-cache/embeddings.db``,
-which ``hybridmem eval <locomo> --cache-dir /tmp/locomo-cache`` fills with every turn ("passage: ")
-and question ("query: "). Mem0's "add" embeddings are passages, its "search" embeddings queries. The
-children report their cache hits and misses (a miss would run the model inside a timed call).
+``create_embedder("e5")`` (multilingual-e5-small, 4-bit) and ``/tmp/locomo-cache/embeddings.db``;
+Mem0's "add" embeddings are passages, its "search" embeddings queries. The turn texts and questions
+are the same for all, so all but ``hybridmem`` get identical vectors; ``hybridmem`` embeds each turn
+with its context (the loader's documents), ``hybridmem-nocontext`` isolates that. The children report
+cache misses by turn or question id (a miss runs the model inside a timed call) and the machine's
+load while each system ran (other processes on the 2 cores distort latency).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ PRE_TREE = Path("/tmp/hm-pre")
 OUT_DIR = BENCH / "results" / "mem0-locomo"
 LABELS = {
     "hybridmem": "hybridmem (this commit)",
+    "hybridmem-nocontext": "hybridmem (this commit, no context)",
     "hybridmem-pre": f"hybridmem (pre-change, {PRE_COMMIT})",
     "mem0": "Mem0 (infer=False, Qdrant local)",
     "mem0-bm25": "Mem0 + BM25 (fastembed, no stopwords)",
@@ -95,11 +104,33 @@ def _guard_network() -> list[str]:
     return attempts
 
 
+class _ModelCalls:
+    """Wraps the model behind the cache: records each text that missed it (and so ran e5 in the call)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.texts: list[tuple[str, str]] = []
+
+    def embed_documents(self, texts: Any) -> Any:
+        self.texts += [("passage", t) for t in texts]
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Any:
+        self.texts.append(("query", text))
+        return self.inner.embed_query(text)
+
+
 def _embedder() -> Any:
     from hybridmem.embed.cache import CachedEmbedder
     from hybridmem.embed.registry import create_embedder
 
-    return CachedEmbedder(create_embedder("e5"), CACHE)
+    return CachedEmbedder(_ModelCalls(create_embedder("e5")), CACHE)
+
+
+def _missed(emb: Any, docs: list[dict[str, Any]], queries: list[dict[str, Any]]) -> list[str]:
+    """The turns and questions (by id) whose vector was not in the cache; '?' a text that is neither."""
+    ids = {("passage", d["text"]): d["id"] for d in docs} | {("query", q["text"]): q["id"] for q in queries}
+    return [f"{ids.get((role, t), '?')} ({role}, {len(t)} chars)" for role, t in emb.inner.texts]
 
 
 def _ranking(resp: Any) -> list[str]:
@@ -133,6 +164,16 @@ class HybridmemPeer:
         return _ranking(resp)
 
 
+class HybridmemNoContextPeer(HybridmemPeer):
+    """hybridmem of this commit with the turns as plain messages: no index-only ``context`` (the turn before,
+    which the loader adds since 0f44ec5), so its vectors are exactly those Mem0 and the pre-change commit get."""
+
+    notes = HybridmemPeer.notes + "; each turn without its 'context' field (vectors of the turn's text alone)"
+
+    def build(self, docs: list[dict[str, Any]]) -> None:
+        super().build([{k: v for k, v in d.items() if k != "context"} for d in docs])
+
+
 class HybridmemPrePeer(HybridmemPeer):
     """hybridmem before the agent-memory work: plain documents, a metadata filter on the conversation."""
 
@@ -157,9 +198,8 @@ class HybridmemPrePeer(HybridmemPeer):
 
 class _E5ForMem0:
     """mem0's embedding interface (``embed(text, memory_action)``, ``embed_batch``) over hybridmem's cached
-    e5: "add" and "update" are passages, "search" is a query. mem0 strips the text it is given (29 turns
-    and 1 question of LoCoMo have outer spaces): ``original`` maps the stripped text back to the one the
-    other systems embed, so every system gets the same vector for the same turn or question."""
+    e5: "add" and "update" are passages, "search" is a query. mem0 strips a question before embedding it
+    (one LoCoMo question ends in a space): ``original`` maps it back to the text the other systems embed."""
 
     def __init__(self, emb: Any) -> None:
         self.emb = emb
@@ -214,7 +254,6 @@ class Mem0Peer:
         self.mem.llm = _NoLLM()
 
     def build(self, docs: list[dict[str, Any]]) -> None:
-        self.e5.original.update({d["text"].strip(): d["text"] for d in docs})
         for d in docs:
             conv, dia = d["id"].split(":", 1)
             self.mem.add(d["text"], user_id=conv, metadata={"conv": conv, "dia_id": dia}, infer=False)
@@ -251,7 +290,13 @@ class Mem0Bm25Peer(Mem0Peer):
             raise SystemExit("mem0's Qdrant collection has no 'bm25' sparse slot")
 
 
-PEERS = {"hybridmem": HybridmemPeer, "hybridmem-pre": HybridmemPrePeer, "mem0": Mem0Peer, "mem0-bm25": Mem0Bm25Peer}
+PEERS = {
+    "hybridmem": HybridmemPeer,
+    "hybridmem-nocontext": HybridmemNoContextPeer,
+    "hybridmem-pre": HybridmemPrePeer,
+    "mem0": Mem0Peer,
+    "mem0-bm25": Mem0Bm25Peer,
+}
 
 
 def _versions(system: str) -> dict[str, str]:
@@ -259,7 +304,9 @@ def _versions(system: str) -> dict[str, str]:
 
     import hybridmem
 
-    out = {"python": platform.python_version(), "hybridmem_src": str(Path(hybridmem.__file__).parent.parent)}
+    src = Path(hybridmem.__file__).parent.parent
+    head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    out = {"python": platform.python_version(), "hybridmem_src": str(src), "hybridmem_commit": head.stdout.strip()}
     for pkg in ("numpy", "mem0ai", "qdrant-client", "fastembed") if system.startswith("mem0") else ("numpy",):
         try:
             out[pkg] = version(pkg)
@@ -319,6 +366,7 @@ def run_child(system: str) -> dict[str, Any]:
             "n": len(lat),
         }
         out["embedding_cache"] = {"hits": peer.emb.hits, "misses": peer.emb.misses}
+        out["embedding_cache"]["missed"] = _missed(peer.emb, docs, queries)[:50]
     out["network_attempts"] = list(attempts)
     out["warnings"] = warned
     out["versions"] = _versions(system)
@@ -330,9 +378,9 @@ def run_child(system: str) -> dict[str, Any]:
 def _payload(limit: int | None) -> tuple[Any, list[str], str]:
     """The dataset, the questions measured (the first ``limit``) and the children's input: the turns of
     the conversations those questions ask about, and the questions with their conversation."""
-    from hybridmem.eval.conversations import load_locomo
+    from hybridmem.eval.datasets import load_dataset
 
-    ds = load_locomo(DATA)
+    ds = load_dataset(str(DATA))
     qids = list(ds.queries)[:limit] if limit else list(ds.queries)
     convs = {ds.scopes[q]["user_id"] for q in qids}
     docs = [d for d in ds.docs if d["metadata"]["user_id"] in convs]
@@ -359,6 +407,36 @@ def _spawn(system: str, stdin: str, timeout: float, extra_path: list[str]) -> di
         tail = (p.stderr or p.stdout).strip().splitlines()
         return {"system": system, "error": (tail[-1] if tail else f"exit {p.returncode}")[:400]}
     return json.loads(line[len(RESULT_MARK) :])
+
+
+class _Watch:
+    """Samples, every 5 s while a system runs, the 1-minute load and whether a ``hybridmem eval`` runs too
+    (another process on the 2 cores distorts latency; the JSON says so)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.load: list[float] = []
+        self.evals = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(5.0):
+            self.load.append(os.getloadavg()[0])
+            p = subprocess.run(["pgrep", "-f", "hybridmem eval"], capture_output=True, text=True)
+            self.evals += bool(p.stdout.strip())
+
+    def __enter__(self) -> _Watch:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._t.join()
+
+    def report(self) -> dict[str, Any]:
+        return {"samples": len(self.load), "load1_max": max(self.load, default=None), "samples_with_eval": self.evals}
 
 
 def _score(ds: Any, qids: list[str], r: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -440,8 +518,10 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     for s in systems:
         print(f"running {s} ...", file=sys.stderr, flush=True)
         t = time.perf_counter()
-        r = _spawn(s, stdin, a.timeout, [p for p in a.extra_pythonpath.split(os.pathsep) if p])
+        with _Watch() as w:
+            r = _spawn(s, stdin, a.timeout, [p for p in a.extra_pythonpath.split(os.pathsep) if p])
         r["wall_s"] = round(time.perf_counter() - t, 1)
+        r["machine_during_run"] = w.report()
         if "error" not in r:
             per[s] = _score(ds, qids, r)
             r["metrics"] = _metrics(ds, per[s])
@@ -449,6 +529,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         res["systems"][s] = r
     res["paired"] = _compare(ds, per, a.seed)
     res["env"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    res["env"]["git_end"] = _env()["git"]  # another commit landing mid-run would change what "this commit" ran
     return res
 
 
@@ -464,11 +545,12 @@ def _table(rows: list[list[Any]]) -> None:
 def print_report(res: dict[str, Any]) -> None:
     env, ds = res["env"], res["dataset"]
     print(
-        f"\nMem0 vs hybridmem on LoCoMo ({env['started']}, commit {env['git']}{' +dirty' if env['git_dirty'] else ''}, "
+        f"\nMem0 vs hybridmem on LoCoMo ({env['started']}, commit {env['git']}{' +dirty' if env['git_dirty'] else ''}"
+        f"{' -> ' + env['git_end'] if env.get('git_end', env['git']) != env['git'] else ''}, "
         f"{env['cpus']} CPUs, load avg {env['loadavg_start']} -> {env.get('loadavg_end')})\n"
         f"{ds['questions']} of {ds['questions_total']} questions ({ds['time_constrained']} time-constrained), "
         f"{ds['turns']} turns in {ds['conversations']} conversations; each question searched in its own "
-        f"conversation; same e5 vectors for every system\n"
+        f"conversation; same e5 vectors (hybridmem this commit: each turn embedded with its context)\n"
     )
     ok = {s: r for s, r in res["systems"].items() if "error" not in r}
     rows: list[list[Any]] = [["category", "system", "n", "nDCG@10", "R@5", "R@10", "R@100", "MRR@10"]]
@@ -480,16 +562,16 @@ def print_report(res: dict[str, Any]) -> None:
                 rows.append([c, r["label"], m["queries"], *(f"{m[k]:.4f}" for k in METRICS)])
     _table(rows)
     print()
-    rows = [["system", "", "build s", "p50 ms", "p95 ms", "mean ms", "cache miss", "net"]]
+    rows = [["system", "", "build s", "p50 ms", "p95 ms", "mean ms", "cache miss", "net", "max load", "eval seen"]]
     for s, r in res["systems"].items():
         if "error" in r:
-            rows.append([s, "ERROR: " + r["error"][:120], "", "", "", "", "", ""])
+            rows.append([s, "ERROR: " + r["error"][:120], *[""] * 8])
             continue
         lat = r["latency_ms"]
         net = len(r.get("network_attempts", []))
-        rows.append(
-            [r["label"], "", r["build_s"], lat["p50"], lat["p95"], lat["mean"], r["embedding_cache"]["misses"], net]
-        )
+        mach = r.get("machine_during_run", {})
+        row = [r["label"], "", r["build_s"], lat["p50"], lat["p95"], lat["mean"], r["embedding_cache"]["misses"], net]
+        rows.append([*row, mach.get("load1_max", ""), mach.get("samples_with_eval", "")])
     _table(rows)
     if res.get("paired"):
         print("\npaired tests on nDCG@10 (hybridmem this commit − other; 10,000 resamples):")

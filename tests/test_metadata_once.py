@@ -41,12 +41,14 @@ def test_many_chunks_cost_the_metadata_once(tmp_path: Path) -> None:
     assert len(str(BIG)) * n_chunks > config.MAX_METADATA_BYTES * 10  # what copying would have cost
 
 
-def _drop_history_columns(db) -> None:
+def _drop_history_columns(db, sqlite: bool) -> None:
     """Back to the layout before time and versions (SQLite schema 5, PostgreSQL schema 3)."""
-    for idx in ("documents_by_time", "documents_by_head", "documents_by_key", "documents_retired"):
+    indexes = ["documents_by_time", "documents_by_head", "documents_by_key", "documents_retired"]
+    for idx in indexes + (["documents_by_turn"] if sqlite else []):
         db.execute(f"DROP INDEX {idx}")
     for col in ("occurred_at", "recorded_at", "valid_to", "version", "head_id", "mem_key", "change_reason"):
         db.execute(f"ALTER TABLE documents DROP COLUMN {col}")
+    db.execute("ALTER TABLE chunks DROP COLUMN context")
 
 
 def test_a_schema_3_sqlite_store_keeps_its_metadata(tmp_path: Path) -> None:
@@ -60,7 +62,7 @@ def test_a_schema_3_sqlite_store_keeps_its_metadata(tmp_path: Path) -> None:
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("ALTER TABLE chunks ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
     db.execute("UPDATE chunks SET metadata = (SELECT metadata FROM documents d WHERE d.doc_id = chunks.doc_id)")
-    _drop_history_columns(db)
+    _drop_history_columns(db, sqlite=True)
     db.execute("PRAGMA user_version=3")
     db.close()
     with Memory(path, embedder="hash", auto_embed=False) as m:
@@ -83,7 +85,7 @@ def test_a_schema_1_postgres_store_keeps_its_metadata(pg_url: str) -> None:
         c.execute("UPDATE chunks c SET metadata = d.metadata FROM documents d WHERE d.doc_id = c.doc_id")
         c.execute("CREATE INDEX chunks_metadata ON chunks USING gin (metadata jsonb_path_ops)")
         c.execute("DROP INDEX documents_metadata")
-        _drop_history_columns(c)
+        _drop_history_columns(c, sqlite=False)
         c.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with Memory(pg_url, embedder="hash", auto_embed=False) as m:
         assert m.stats().schema_version == pg.SCHEMA_VERSION
