@@ -28,8 +28,9 @@ What is generated (each source gets a share of the budget, every source runs on 
   (with a length or chunked), invalid UTF-8, non-standard JSON (NaN, 5,000-digit numbers, deep nesting).
 
 Checked: no response >= 500, every 4xx is the JSON error shape ``{"error": {"type", "message",
-"field"}}``, no request hangs or drops its connection, and the server process is still alive at the
-end. Printed and written to ``bench/results/fuzz/<date>.json``: requests per backend and source,
+"field"}}`` (except uvicorn's text 400 for a message its HTTP parser refuses, e.g. a control
+character in a header value, which no app code sees: counted apart), no request hangs or drops its
+connection, and the server process is still alive at the end. Printed and written to ``bench/results/fuzz/<date>.json``: requests per backend and source,
 status histogram, 5xx count, shape errors, failures (each with its request; the bodies of failing
 requests are saved next to the result so each can be replayed with the printed curl line). Exit
 status 1 on any 5xx, shape error, transport failure or crash.
@@ -241,6 +242,7 @@ class Recorder:
     statuses: Counter = field(default_factory=Counter)
     error_types: Counter = field(default_factory=Counter)  # "422 validation_error"
     error_examples: dict[str, str] = field(default_factory=dict)  # one message per error type
+    parser_rejections: Counter = field(default_factory=Counter)  # 400s of uvicorn's HTTP parser
     by_route: dict[str, Counter] = field(default_factory=dict)
     failures: list[dict] = field(default_factory=list)
     not_sent: Counter = field(default_factory=Counter)
@@ -293,6 +295,11 @@ class Recorder:
         self.slowest = sorted([*self.slowest, (round(ms, 1), f"{prep.method} {route} -> {resp.status_code}")])[-10:]
         self.statuses[resp.status_code] += 1
         self.by_route.setdefault(f"{prep.method} {route}", Counter())[resp.status_code] += 1
+        if resp.status_code == 400 and resp.text == "Invalid HTTP request received.":
+            # uvicorn's HTTP parser refused the message (say, a control character in a header value)
+            # before any of the app ran: it cannot answer JSON; counted, not a failure
+            self.parser_rejections[f"{prep.method} {route}"] += 1
+            return
         problem = check_response(prep.method, resp)
         if resp.status_code >= 400 and problem is None and prep.method != "HEAD":
             err = resp.json()["error"]
@@ -964,6 +971,7 @@ def summarize(backend: str, rec: Recorder, run: dict, log: str) -> dict:
         "by_route": {r: {str(k): v for k, v in sorted(c.items())} for r, c in sorted(rec.by_route.items())},
         "openapi_cases": run["openapi_ops"],
         "not_sent": dict(rec.not_sent),
+        "http_parser_rejections": dict(rec.parser_rejections),
         "slowest_ms": rec.slowest[::-1],
         "server_alive_at_end": run["alive"],
         "crash": run["crash"],
