@@ -165,7 +165,7 @@ class Searcher:
             check_scopes(req, self.store, namespace)
         legs = self._legs(req, namespace, mode, allowed, k)
         if mode == "hybrid":
-            legs.update(self._time_legs(req, namespace, flt, k))
+            legs.update(self._time_legs(req, namespace, flt, allowed, k))
 
         hits, reports = self._run_legs(legs)
         for name in ("bm25", "dense"):
@@ -273,9 +273,9 @@ class Searcher:
         return value
 
     def _time_legs(
-        self, req: QueryRequest, namespace: str, flt: Filter | None, k: int
+        self, req: QueryRequest, namespace: str, flt: Filter | None, base: Allowed | None, k: int
     ) -> dict[str, Callable[[], list[LegHit]]]:
-        """The time leg (BM25 and dense among the memories that occurred when the question says,
+        """``base``: what the query's own filter allows (already evaluated). The time leg (BM25 and dense among the memories that occurred when the question says,
         see :mod:`.scope`) and the recency leg, when their weights and the question call for them."""
         legs: dict[str, Callable[[], list[LegHit]]] = {}
         hp = req.hybrid_params
@@ -291,9 +291,7 @@ class Searcher:
         allowed = self.legs.allowed(namespace, tflt)
         n_time = len(self.legs.allowed_rowids(namespace, allowed))
         n_all = (
-            len(self.legs.allowed_rowids(namespace, self.legs.allowed(namespace, flt)))
-            if flt is not None
-            else self.store.chunk_count(namespace)
+            len(self.legs.allowed_rowids(namespace, base)) if base is not None else self.store.chunk_count(namespace)
         )
         if n_time == 0 or n_time >= n_all:  # nothing then, or everything: the leg would only echo BM25
             return legs
