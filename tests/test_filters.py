@@ -261,8 +261,8 @@ def _cond() -> st.SearchStrategy[dict[str, Any]]:
             optional={
                 "$eq": scalars,
                 "$ne": scalars,
-                "$in": st.lists(scalars, min_size=1, max_size=4),
-                "$nin": st.lists(scalars, min_size=1, max_size=4),
+                "$in": st.lists(scalars, min_size=1, max_size=12),  # > 8: the set lookups of both dialects
+                "$nin": st.lists(scalars, min_size=1, max_size=12),
                 "$gt": st.one_of(numbers, texts),
                 "$gte": st.one_of(numbers, texts),
                 "$lt": st.one_of(numbers, texts),
@@ -300,3 +300,21 @@ def test_sql_and_python_agree(sqlite_db, metas, spec):
     sql_rows = sql_select(metas, spec, sqlite_db)
     py_rows = {i for i, m in enumerate(metas) if matches(f, m)}
     assert sql_rows == py_rows, (spec, [metas[i] for i in sorted(sql_rows ^ py_rows)])
+
+
+LONG_IN_METAS = [{"k": v} for v in ("a", "b", 1, 1.0, 2.5, True, False, None, "1", "true", [1], {"x": 1})] + [{}]
+LONG_IN_SPECS = [
+    {"k": {"$in": ["a", 1, None, *[f"z{i}" for i in range(12)]]}},  # text, number, null in one long list
+    {"k": {"$nin": [2.5, "true", False, *range(100, 112)]}},
+    {"k": {"$in": [1.0, *range(1000, 1011)]}},  # 1.0 equals the stored 1 and 1.0
+]
+
+
+@pytest.mark.parametrize("spec", LONG_IN_SPECS)
+def test_long_in_lists_are_set_lookups_with_the_same_semantics(sqlite_db, spec):
+    """``$in`` compiles to one ``IN`` list per kind (not an ``OR`` of equalities): same rows as Python."""
+    sql, _ = to_sql(parse_filter(spec))
+    assert " IN (?," in sql
+    expected = {i for i, m in enumerate(LONG_IN_METAS) if matches(parse_filter(spec), m)}
+    assert expected  # every spec here selects something ($nin keeps the rest)
+    assert sql_select(LONG_IN_METAS, spec, sqlite_db) == expected

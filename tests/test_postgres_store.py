@@ -22,6 +22,7 @@ from hybridmem.filters import matches, parse_filter
 from hybridmem.retrieve.sparse import SparseIndex
 from hybridmem.store.sql_filters import to_pg_sql
 from hybridmem.text.tokenize import query_tokens
+from test_filters import LONG_IN_METAS, LONG_IN_SPECS
 from test_filters import filters as filter_strategy
 from test_filters import metadata as metadata_strategy
 
@@ -417,3 +418,12 @@ def test_store_options_reach_the_backend(pg_url):
         )
     with pytest.raises(ValidationError, match="schema"):
         Memory(pg_url, embedder="hash", auto_embed=False, store_options={"schema": "x; DROP TABLE y"})
+
+
+@pytest.mark.parametrize("spec", LONG_IN_SPECS + [{"k": {"$in": [f"z{i}" for i in range(20)]}}])
+def test_long_in_lists_are_one_hashed_any_per_row(pg_conn, spec):
+    """A list of over 8 values is one ``= ANY(jsonb[])`` (not an ``OR`` of equalities): same rows as Python."""
+    sql, _ = to_pg_sql(parse_filter(spec), "metadata")
+    assert "= ANY(" in sql
+    expected = {i for i, m in enumerate(LONG_IN_METAS) if matches(parse_filter(spec), m)}
+    assert _pg_select(pg_conn, LONG_IN_METAS, spec) == expected
