@@ -695,6 +695,7 @@ ALL_ROUTES = [
     ("GET", "/v1/memories/{doc_id}/history"),
     ("POST", "/v1/memories/{doc_id}/supersede"),
     ("POST", "/v1/memories/{doc_id}/forget"),
+    ("GET", "/v1/graph/jobs/{job_id}"),
 ]
 ROUTE_FIELDS = {
     "/v1/query": QUERY_KEYS,
@@ -702,6 +703,8 @@ ROUTE_FIELDS = {
     "/v1/memories": ["memories", "namespace"],
     "/v1/memories/{doc_id}": ["text", "metadata", "source"],
     "/v1/graph/global": ["question", "level", "namespace"],
+    "/v1/graph/build": ["namespace", "wait"],
+    "/v1/graph/update": ["namespace", "wait"],
     "/v1/messages": ["messages", "session_id", "user_id", "agent_id", "namespace"],
     "/v1/memories/{doc_id}/supersede": ["text", "message", "reason"],
     "/v1/memories/{doc_id}/forget": ["reason"],
@@ -731,7 +734,12 @@ def any_json_req(draw: Any) -> Req:
         method = draw(st.sampled_from(METHODS))
     seg = draw(doc_ids | wild_text | st.sampled_from(ASSETS))
     safe = draw(st.sampled_from(["", "/"]))
-    path = route.replace("{doc_id}", "{x}").replace("{asset}", "{x}").replace("{unknown}", "{x}")
+    path = (
+        route.replace("{doc_id}", "{x}")
+        .replace("{asset}", "{x}")
+        .replace("{unknown}", "{x}")
+        .replace("{job_id}", "{x}")
+    )
     path = path.replace("{x}", quote(seg.encode("utf-8", "surrogatepass"), safe=safe))
     fields = ROUTE_FIELDS.get(route, ["namespace"])
     body = draw(st.dictionaries(st.sampled_from([*fields, "extra"]), json_values, max_size=4) | json_values)

@@ -92,6 +92,10 @@ class ServerConfig:
     max_concurrent_per_tenant: int = 8
     #: requests of one tenant waiting for a slot (until their deadline -> 504); past it -> 429
     max_queued_per_tenant: int = 16
+    #: seconds a background graph build or update may run before it is stopped
+    graph_job_timeout: float = 3600.0
+    #: graph jobs waiting to start (one runs at a time); past it -> 429
+    max_graph_jobs: int = 16
     #: ``debug``, ``info`` (one line per request), ``warning``, ``error``, ``critical``
     log_level: str = "info"
     #: ``text`` (key=value) or ``json`` (one object per line), on stderr
@@ -111,7 +115,9 @@ class ServerConfig:
             raise ConfigError(f"server setting port must be 0-65535, got {self.port}")
         if not isinstance(self.request_timeout, (int, float)) or self.request_timeout <= 0:
             raise ConfigError(f"server setting request_timeout must be > 0 seconds, got {self.request_timeout!r}")
-        for name in ("write_retries", "max_queued_per_tenant"):
+        if not isinstance(self.graph_job_timeout, (int, float)) or self.graph_job_timeout <= 0:
+            raise ConfigError(f"server setting graph_job_timeout must be > 0 seconds, got {self.graph_job_timeout!r}")
+        for name in ("write_retries", "max_queued_per_tenant", "max_graph_jobs"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ConfigError(f"server setting {name} must be >= 0, got {v!r}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, File, Form, Query, Request, Security, UploadFile
+from fastapi import Path as FastAPIPath
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -50,6 +51,7 @@ from . import common
 from .auth import HostPolicy, KeyRing, Principal, bare_host, check_bind
 from .common import TENANT_KEY, LoopbackGuard, NotImplementedOnServer, RequestLog, log_failure, with_request_id
 from .config import ServerConfig
+from .jobs import GraphJob, GraphJobs
 from .limits import (
     ERROR_KEY,
     BodySizeLimit,
@@ -218,6 +220,29 @@ class GraphBuildRequest(RequestModel):
     server's LLM when one is configured). ``update`` redoes only what changed since the last run."""
 
     namespace: Namespace = None
+    wait: float | None = Field(
+        None,
+        ge=0,
+        le=3600,
+        description="Seconds to wait for the job (default and most: 90 % of the server's request_timeout); "
+        "not done by then: 202 with the job to poll at GET /v1/graph/jobs/{job_id}.",
+    )
+
+
+class GraphJobView(BaseModel):
+    """A graph build or update running in the background (``state``: queued, running, done, failed)."""
+
+    job_id: str
+    namespace: str
+    kind: Literal["build", "update"]
+    state: Literal["queued", "running", "done", "failed"]
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    #: the GraphReport when ``done``
+    report: dict[str, Any] | None = None
+    #: ``{"type", "message"}`` when ``failed``
+    error: dict[str, Any] | None = None
 
 
 class GraphGlobalRequest(RequestModel):
@@ -448,6 +473,8 @@ class _Deps:
     metrics: Metrics
     #: ``{"memory": Memory | None}``: None until the lifespan opened an owned memory
     holder: dict[str, Any]
+    #: graph builds and updates, in the background
+    jobs: GraphJobs
 
     def expensive(self, p: Principal) -> TenantRunner:
         """The runner for an expensive request (query, answer, upload, graph): within the
@@ -485,7 +512,8 @@ def create_app(memory_or_factory: MemoryOrFactory, config: ServerConfig | None =
     )
     owned = callable(memory_or_factory) and not hasattr(memory_or_factory, "search")
     holder: dict[str, Any] = {"memory": None if owned else memory_or_factory}
-    deps = _Deps(cfg, keys, runner, metrics, holder)
+    jobs = GraphJobs(cfg.graph_job_timeout, cfg.max_graph_jobs)
+    deps = _Deps(cfg, keys, runner, metrics, holder, jobs)
     app = _new_app(deps, _lifespan(deps, memory_or_factory if owned else None))
     # the agent routes first: GET /v1/memories/{id}/history before GET /v1/memories/{id:path}
     routes = (_query_routes, _agent_routes, _memory_routes, _document_routes, _graph_routes, _introspection_routes)
@@ -507,6 +535,7 @@ def _lifespan(d: _Deps, factory: Callable[[], Any] | None) -> Callable[[FastAPI]
             yield
         finally:
             d.runner.shutdown()
+            d.jobs.shutdown()
             if factory is not None and d.holder["memory"] is not None:
                 d.holder["memory"].close()
 
@@ -744,20 +773,55 @@ def _document_routes(app: FastAPI, d: _Deps) -> None:
         return await d.expensive(p).write(_ingest_uploads, d.memory(), uploads, ns, meta, id)
 
 
-def _graph_routes(app: FastAPI, d: _Deps) -> None:
-    @app.post("/v1/graph/build", tags=["graph"], responses=_errors(401, 403, 413, 422, 429, 504))
-    async def graph_build(p: Caller, body: GraphBuildRequest | None = None) -> Response:
-        """Extract every chunk of the namespace, detect communities, summarize them (a full rebuild).
-        The body may be left out (the key's default namespace)."""
-        ns = p.namespace(body.namespace if body is not None else None)
-        return _json(await d.expensive(p)(d.memory().graph.build, ns))
+async def _graph_job(d: _Deps, p: Principal, body: GraphBuildRequest | None, kind: str) -> Response:
+    """Start (or join) the namespace's graph job; the report if it ends within the wait, else 202."""
+    ns = p.namespace(body.namespace if body is not None else None)
+    memory = d.memory()
+    fn = memory.graph.build if kind == "build" else memory.graph.update
+    job = d.jobs.start(ns, kind, fn)
+    most = 0.9 * d.cfg.request_timeout
+    wait = most if body is None or body.wait is None else min(body.wait, most)
+    if wait > 0:
+        await asyncio.wait([asyncio.wrap_future(job.future)], timeout=wait)
+    if job.future.done():
+        e = job.future.exception()
+        if e is not None:
+            raise e
+        return _json(job.future.result())
+    return _job_response(job, 202)
 
-    @app.post("/v1/graph/update", tags=["graph"], responses=_errors(401, 403, 413, 422, 429, 504))
+
+def _job_response(job: GraphJob, status: int = 200) -> Response:
+    view = GraphJobView(**job.view())
+    headers = {"Location": f"/v1/graph/jobs/{job.id}"} if status == 202 else None
+    return Response(view.model_dump_json(), status_code=status, media_type="application/json", headers=headers)
+
+
+def _graph_routes(app: FastAPI, d: _Deps) -> None:
+    accepted: dict[int | str, dict[str, Any]] = {
+        202: {"model": GraphJobView, "description": "Still running: poll GET /v1/graph/jobs/{job_id}"}
+    }
+
+    @app.post("/v1/graph/build", tags=["graph"], responses={**accepted, **_errors(401, 403, 413, 422, 429, 504)})
+    async def graph_build(p: Caller, body: GraphBuildRequest | None = None) -> Response:
+        """Extract every chunk of the namespace, detect communities, summarize them (a full rebuild),
+        as a background job (one per namespace; a build asked while one runs joins it). The body may
+        be left out (the key's default namespace)."""
+        return await _graph_job(d, p, body, "build")
+
+    @app.post("/v1/graph/update", tags=["graph"], responses={**accepted, **_errors(401, 403, 413, 422, 429, 504)})
     async def graph_update(p: Caller, body: GraphBuildRequest | None = None) -> Response:
-        """Incremental refresh: re-extract changed chunks, re-summarize only changed communities.
-        The body may be left out (the key's default namespace)."""
-        ns = p.namespace(body.namespace if body is not None else None)
-        return _json(await d.expensive(p)(d.memory().graph.update, ns))
+        """Incremental refresh: re-extract changed chunks, re-summarize only changed communities (a
+        background job, as a build). The body may be left out (the key's default namespace)."""
+        return await _graph_job(d, p, body, "update")
+
+    @app.get("/v1/graph/jobs/{job_id}", tags=["graph"], response_model=GraphJobView, responses=_errors(401, 404, 422))
+    async def graph_job(job_id: Annotated[str, FastAPIPath(min_length=1, max_length=64)], p: Caller) -> Response:
+        """A graph job's state, and its report once done (404: no such job, or not this key's)."""
+        job = d.jobs.get(job_id)
+        if job is None or not p.allows(job.namespace):
+            raise NotFoundError(f"no graph job {job_id!r}")
+        return _job_response(job)
 
     @app.get("/v1/graph/status", tags=["graph"], responses=_errors(401, 403, 422, 504))
     async def graph_status(p: Caller, namespace: NamespaceQuery = None) -> Response:
