@@ -20,7 +20,7 @@ from . import config
 from .errors import ValidationError
 from .models import Message
 
-__all__ = ["SCOPE_KEYS", "check_scopes", "messages_to_documents", "parse_messages"]
+__all__ = ["SCOPE_KEYS", "check_scope", "check_scopes", "messages_to_documents", "parse_messages"]
 
 #: the metadata keys a message's memory carries (reserved in a message's own metadata)
 SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
@@ -58,7 +58,8 @@ def parse_messages(messages: Iterable[Message | dict[str, Any]]) -> list[Message
     return out
 
 
-def _check_scope(value: str | None, field: str) -> None:
+def check_scope(value: str | None, field: str) -> None:
+    """A scope id (session, user, agent) when given: 1-512 characters of valid Unicode, no NUL."""
     if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > 512 or "\x00" in value):
         raise ValidationError("an id of 1-512 characters, without NUL", field=field)
     if value is not None:
@@ -73,7 +74,7 @@ def check_scopes(session_id: str, user_id: str | None = None, agent_id: str | No
     if session_id is None:
         raise ValidationError("session_id is required", field="session_id")
     for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
-        _check_scope(value, field)
+        check_scope(value, field)
 
 
 def messages_to_documents(
@@ -89,7 +90,7 @@ def messages_to_documents(
     message before it (``previous`` for the first) as index-only context: a reply ("Yes, in May!")
     is found by the words of what it answers (LoCoMo, BM25: nDCG@10 0.454 -> 0.505)."""
     for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
-        _check_scope(value, field)
+        check_scope(value, field)
     docs = []
     for i, m in enumerate(messages):
         turn = first_turn + i

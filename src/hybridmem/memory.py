@@ -23,14 +23,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import config
 from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
-from .conversation import check_scopes, messages_to_documents, parse_messages
+from .conflicts import Candidate, Decision, decide
+from .conversation import check_scope, check_scopes, messages_to_documents, parse_messages
 from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
-from .errors import EmbedderMismatchError, NotFoundError
+from .errors import EmbedderMismatchError, NotFoundError, ValidationError
 from .ingest import Preparer, check_id, check_namespace, load_documents, reconcile
 from .llm.base import ChatModel
-from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse, Stats, WorkerStatus
+from .models import (
+    Answer,
+    Document,
+    IngestReport,
+    MemoryDecision,
+    QueryRequest,
+    QueryResponse,
+    Stats,
+    WorkerStatus,
+)
 from .rerank import Reranker
 from .retrieve.blas import limit_process_blas
 from .retrieve.legs import make_legs
@@ -234,6 +244,96 @@ class Memory:
         prepared.keep_history = True
         prepared.reason = f"key {key!r} written"
         return self._write(ns, [prepared], count_pending=True)
+
+    def remember(
+        self,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        occurred_at: str | float | None = None,
+        id: str | None = None,
+        namespace: str | None = None,
+        reconcile: bool = False,
+        candidates: int = 5,
+    ) -> MemoryDecision:
+        """Store a statement of a user's or agent's memory (the scopes go into its metadata). With
+        ``reconcile`` (needs an LLM), the ``candidates`` most similar current memories of the same
+        scope are compared with it first (:mod:`hybridmem.conflicts`): it is new (ADD), changes one
+        (UPDATE: a new version, the old kept in the history), retracts one (DELETE: a soft delete,
+        kept in the history) or is held already (NONE: nothing written). Each decision's reason
+        goes into the history of the memory it wrote; a model that fails or names a memory it was
+        not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
+        ns = self._ns(namespace)
+        for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
+            check_scope(value, field)
+        scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
+        prepared = self.preparer.prepare({"text": text, "id": id, "metadata": meta, "occurred_at": occurred_at})
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
+            raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")
+        if reconcile and self.llm is None:
+            raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
+        shown: list[Candidate] = []
+        if reconcile:
+            shown = self._similar(ns, text, user_id, agent_id, candidates)
+            assert self.llm is not None
+            decision = decide(self.llm, text, shown)
+        else:
+            decision = Decision("ADD", None, text, "stored without a conflict check", "rule")
+        out = MemoryDecision(
+            event=decision.event,
+            reason=decision.reason[:1000],
+            decided_by=decision.decided_by,
+            candidates=[c.id for c in shown],
+            usage=decision.usage,
+        )
+        self._apply(ns, decision, prepared, meta, occurred_at, out)
+        return out
+
+    def _similar(self, ns: str, text: str, user_id: str | None, agent_id: str | None, k: int) -> list[Candidate]:
+        """The ``k`` current memories most like ``text`` in its scope (hybrid), one per document."""
+        req = {"search_text": text[:2000], "top_k": 4 * k, "mode": "hybrid", "namespace": ns}
+        req.update({f: v for f, v in (("user_id", user_id), ("agent_id", agent_id)) if v is not None})
+        try:
+            hits = self.search(req).results
+        except ValidationError:  # a scope no memory has yet: nothing to compare with
+            return []
+        seen: dict[str, Candidate] = {}
+        for h in hits:
+            if h.doc_id not in seen and len(seen) < k:
+                seen[h.doc_id] = Candidate(h.doc_id, h.text, h.occurred_at)
+        return list(seen.values())
+
+    def _apply(
+        self,
+        ns: str,
+        d: Decision,
+        prepared: PreparedDocument,
+        meta: dict[str, Any],
+        occurred_at: str | float | None,
+        out: MemoryDecision,
+    ) -> None:
+        """Write what the decision says; ``out`` gets the memory's id and the write's report."""
+        why = f"{d.event} ({d.decided_by}): {out.reason}"[:1000]
+        if d.event == "ADD":
+            prepared.keep_history, prepared.reason = True, why
+            out.id, out.report = prepared.doc_id, self._write(ns, [prepared], count_pending=True)
+        elif d.event == "UPDATE":
+            assert d.target_id is not None
+            old = self.get(d.target_id, namespace=ns)
+            merged = {**old["metadata"], **meta}
+            when = occurred_at if occurred_at is not None else old.get("occurred_at")
+            out.id = d.target_id
+            out.report = self.update(d.target_id, d.text, metadata=merged, namespace=ns, occurred_at=when, reason=why)
+        elif d.event == "DELETE":
+            assert d.target_id is not None
+            self.forget(d.target_id, namespace=ns, reason=f"{why} (retracted by: {d.text[:300]})"[:1300])
+            out.id = d.target_id
+        else:  # NONE: the memory already says it
+            out.id = d.target_id
 
     def add_messages(
         self,

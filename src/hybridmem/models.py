@@ -29,6 +29,7 @@ __all__ = [
     "Document",
     "HybridParams",
     "IngestReport",
+    "MemoryDecision",
     "LLMCall",
     "LegReport",
     "Message",
@@ -488,6 +489,20 @@ class IngestReport(BaseModel):
         self.chunks_written += other.chunks_written
         self.vectors_reused += other.vectors_reused
         self.pending_vectors = other.pending_vectors
+
+
+class MemoryDecision(BaseModel):
+    """What ``Memory.remember`` did with a statement: ``event`` ADD / UPDATE / DELETE / NONE, the
+    memory it wrote or touched (``id``), why (``reason``, also in that memory's history), who
+    decided (the model's name, or ``rule``), the memories compared with (``candidates``)."""
+
+    event: Literal["ADD", "UPDATE", "DELETE", "NONE"]
+    id: str | None = None
+    reason: str
+    decided_by: str
+    candidates: list[str] = Field(default_factory=list)
+    report: IngestReport | None = None
+    usage: Usage | None = None
 
 
 class WorkerStatus(BaseModel):

@@ -1,0 +1,111 @@
+"""The conflict check on write (Mem0's ADD / UPDATE / DELETE / NONE), as one schema-validated LLM
+call against the most similar current memories of the same scope.
+
+:func:`decide` asks the model, through the LLM layer (its retries, structured output and one repair
+of invalid JSON), what a new statement does to what the memory holds: ``ADD`` it (nothing says the
+same), ``UPDATE`` one memory (the new text replaces it; the old version stays in its history),
+``DELETE`` one (the statement retracts it: a soft delete, kept in the history), or ``NONE`` (one
+memory already says it). The model may only name memories it was shown: an invented id, a missing
+target, an empty update, or a model that fails are repaired to ``ADD`` with the reason saying why,
+so no statement is ever lost to the check. ``Memory.remember`` applies the decision
+(docs/agent-memory.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .errors import LLMError
+from .llm.base import ChatModel, Message
+from .models import Usage
+
+__all__ = ["Candidate", "Decision", "decide"]
+
+Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
+#: the most characters of one candidate memory shown to the model
+CANDIDATE_CHARS = 1000
+
+
+class ConflictVerdict(BaseModel):
+    """What the model must answer (its JSON schema is the structured output asked for)."""
+
+    event: Event = Field(description="ADD, UPDATE, DELETE or NONE")
+    target_id: str | None = Field(None, description="the id of the memory updated, deleted or already saying it")
+    text: str | None = Field(None, description="for UPDATE: the memory's new full text")
+    reason: str = Field("", max_length=1000, description="one short sentence: why")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A current memory shown to the model: its id, text and when it happened (ISO 8601, or None)."""
+
+    id: str
+    text: str
+    occurred_at: str | None = None
+
+
+@dataclass
+class Decision:
+    """What to do with a new statement, and why. ``decided_by``: the model's name, or ``rule`` (no
+    candidate to compare with, or the model's answer repaired); ``text``: what UPDATE writes."""
+
+    event: Event
+    target_id: str | None
+    text: str
+    reason: str
+    decided_by: str
+    usage: Usage | None = None
+
+
+_SYSTEM = (
+    "You keep an agent's long-term memory consistent. A NEW statement arrives; EXISTING memories "
+    "of the same user are listed with their ids. Decide one event:\n"
+    "- ADD: the statement is new information (no existing memory says it or contradicts it).\n"
+    "- UPDATE: the statement changes or refines one existing memory (e.g. a new value for the "
+    "same fact); give its target_id and the memory's new full text.\n"
+    "- DELETE: the statement retracts one existing memory (it is no longer true) without stating "
+    "a replacement; give its target_id.\n"
+    "- NONE: one existing memory already says the same; give its target_id.\n"
+    "Name only ids from the list. Answer with one JSON object: "
+    '{"event": ..., "target_id": ..., "text": ..., "reason": ...}; the reason is one short sentence.'
+)
+
+
+def _prompt(new: str, candidates: list[Candidate]) -> list[Message]:
+    listed = [
+        {"id": c.id, "text": c.text[:CANDIDATE_CHARS], **({"occurred_at": c.occurred_at} if c.occurred_at else {})}
+        for c in candidates
+    ]
+    user = "EXISTING:\n" + json.dumps(listed, ensure_ascii=False, indent=1) + "\n\nNEW:\n" + new
+    return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+def decide(llm: ChatModel, new: str, candidates: list[Candidate]) -> Decision:
+    """The event for ``new`` against ``candidates`` (the model is not asked when there are none)."""
+    if not candidates:
+        return Decision("ADD", None, new, "no similar memory in this scope", "rule")
+    try:
+        done = llm.complete(_prompt(new, candidates), schema=ConflictVerdict, purpose="reconcile")
+    except LLMError as e:
+        return Decision("ADD", None, new, f"the conflict check failed ({e}); added as new", "rule")
+    v = done.data
+    assert isinstance(v, ConflictVerdict)
+    return _repaired(v, new, {c.id for c in candidates}, done.model, done.usage)
+
+
+def _repaired(v: ConflictVerdict, new: str, known: set[str], model: str, usage: Usage) -> Decision:
+    """The model's verdict, or ADD where it cannot be applied as given (the reason says why)."""
+    reason = v.reason.strip() or "no reason given"
+    if v.event == "ADD":
+        return Decision("ADD", None, new, reason, model, usage)
+    if v.target_id not in known:
+        why = f"the model answered {v.event} for {v.target_id!r}, not one of the memories shown; added as new"
+        return Decision("ADD", None, new, why, "rule", usage)
+    if v.event == "UPDATE":
+        text = (v.text or "").strip() or new
+        return Decision("UPDATE", v.target_id, text, reason, model, usage)
+    return Decision(v.event, v.target_id, new, reason, model, usage)
