@@ -29,7 +29,9 @@ def _verdict(event: str, target: str | None = None, text: str | None = None, rea
 
 
 def _current_ids(m: Memory, user: str) -> set[str]:
-    return {r.doc_id for r in m.search({"search_text": "billing pool connections", "top_k": 20, "user_id": user}).results}
+    return {
+        r.doc_id for r in m.search({"search_text": "billing pool connections", "top_k": 20, "user_id": user}).results
+    }
 
 
 def test_update_supersedes_the_memory_shown_and_records_why(tmp_path: Path) -> None:
@@ -127,3 +129,77 @@ def test_the_openai_wire_format_carries_the_structured_decision(tmp_path: Path, 
         (seen,) = openai_server.requests
         assert seen.body["model"] == "test-model" and seen.schema_name == "ConflictVerdict"
         assert "200 connections" in m.get("pool")["chunks"][0]["text"]
+
+
+# ---------------------------------------------------------------------------------------------- surfaces
+
+
+def test_http_remember_runs_the_check_and_validates_first(tmp_path: Path) -> None:
+    from hybridmem.server.config import ServerConfig
+    from server_utils import LiveServer, assert_error
+
+    llm = ScriptedChatModel([])
+    with Memory(tmp_path / "h.db", embedder="hash", llm=llm) as m:
+        with LiveServer(m, ServerConfig(api_keys={"key-remember-1": ("team",)})) as s, s.client("key-remember-1") as c:
+            r = c.post("/v1/remember", json={"text": OLD, "user_id": "u1", "id": "pool"})
+            assert r.status_code == 200 and r.json()["event"] == "ADD" and r.json()["namespace"] == "team", r.text
+            llm.replies.append(_verdict("UPDATE", "pool", NEW, "resized"))
+            r = c.post("/v1/remember", json={"text": NEW, "user_id": "u1", "reconcile": True})
+            body = r.json()
+            assert r.status_code == 200 and (body["event"], body["id"], body["candidates"]) == (
+                "UPDATE",
+                "pool",
+                ["pool"],
+            )
+            assert (
+                c.get("/v1/memories/pool/history").json()["versions"][1]["reason"] == "UPDATE (scripted:test): resized"
+            )
+            for bad, field in (
+                ({"text": NEW, "reconcile": "yes"}, "reconcile"),
+                ({"text": NEW, "candidates": 0}, "candidates"),
+                ({"text": "", "reconcile": True}, "text"),
+                ({"text": NEW, "user_id": ""}, "user_id"),
+                ({"text": NEW, "bogus": 1}, "bogus"),
+            ):
+                assert_error(c.post("/v1/remember", json=bad), 422, field=field)
+            assert_error(c.post("/v1/remember", json={"text": NEW, "namespace": "other"}), 403, "forbidden")
+            assert len(llm.seen) == 1  # no bad request reached the model
+    with Memory(tmp_path / "n.db", embedder="hash", llm="none") as plain:
+        with LiveServer(plain) as s, s.client() as c:
+            assert_error(c.post("/v1/remember", json={"text": NEW, "reconcile": True}), 422, field="reconcile")
+
+
+def test_mcp_remember_with_reconcile_over_the_openai_wire(tmp_path: Path, openai_server: FakeLLMServer) -> None:
+    """``hybridmem mcp`` spawned with an OpenAI-compatible LLM (the local server) decides and applies."""
+    import asyncio
+    import os
+    import sys
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    db = tmp_path / "mcp.db"
+    with Memory(db, embedder="hash") as m:
+        m.remember(OLD, user_id="u1", id="pool")
+    openai_server.responder = lambda seen: _verdict("UPDATE", "pool", NEW, "resized")
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "HYBRIDMEM_LLM": "openai:test-model",
+        "HYBRIDMEM_LLM_BASE_URL": f"{openai_server.url}/v1",
+    }
+    env["OPENAI_API_KEY"] = "test-key"
+    args = ["-m", "hybridmem.cli", "--db", str(db), "--embedder", "hash", "mcp"]
+
+    async def session() -> dict:
+        params = StdioServerParameters(command=sys.executable, args=args, env=env)
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                out = await s.call_tool("remember", {"text": NEW, "user_id": "u1", "reconcile": True})
+                assert not out.is_error, out.content
+                return json.loads(out.content[0].text)
+
+    got = asyncio.run(asyncio.wait_for(session(), timeout=120))
+    assert (got["event"], got["id"], got["decided_by"]) == ("UPDATE", "pool", "openai:test-model"), got
+    with Memory(db, embedder="hash") as m:
+        assert [v["current"] for v in m.history("pool")] == [False, True]

@@ -253,6 +253,7 @@ class Memory:
         agent_id: str | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        source: str | None = None,
         occurred_at: str | float | None = None,
         id: str | None = None,
         namespace: str | None = None,
@@ -271,7 +272,8 @@ class Memory:
             check_scope(value, field)
         scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
         meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
-        prepared = self.preparer.prepare({"text": text, "id": id, "metadata": meta, "occurred_at": occurred_at})
+        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
+        prepared = self.preparer.prepare(doc)
         if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
             raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")
         if reconcile and self.llm is None:

@@ -38,6 +38,7 @@ from ..models import (
     AnswerRequest,
     Document,
     IngestReport,
+    MemoryDecision,
     Message,
     Namespace,
     QueryRequest,
@@ -134,6 +135,28 @@ class MessagesRequest(RequestModel):
     user_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the user (metadata).")
     agent_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the agent (metadata).")
     namespace: Namespace = None
+
+
+class RememberRequest(RequestModel):
+    """A statement for a user's or agent's memory; with ``reconcile`` (the server needs an LLM) the
+    conflict check decides ADD / UPDATE / DELETE / NONE against the scope's most similar memories
+    (docs/agent-memory.md). The scopes go into the memory's metadata."""
+
+    text: str = Field(..., min_length=1, description="The statement.")
+    user_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the user (metadata).")
+    agent_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the agent (metadata).")
+    session_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the session (metadata).")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Filterable metadata (JSON object).")
+    source: str | None = Field(None, max_length=4096)
+    occurred_at: str | float | None = Field(None, description="When it happened (ISO 8601 or epoch s; default now).")
+    id: str | None = Field(None, min_length=1, max_length=512, description="Stable id (for an ADD).")
+    reconcile: bool = Field(False, strict=True, description="Run the LLM conflict check first.")
+    candidates: int = Field(5, ge=1, le=20, strict=True, description="Similar memories the check compares with.")
+    namespace: Namespace = None
+
+
+class RememberReport(MemoryDecision):
+    namespace: str
 
 
 class MessagesReport(IngestReport):
@@ -703,6 +726,20 @@ def _agent_routes(app: FastAPI, d: _Deps) -> None:
         except ValidationError as e:
             raise common.dotted(e) from None
         return MessagesReport(**report.model_dump(), namespace=ns, session_id=body.session_id)
+
+    @app.post(
+        "/v1/remember",
+        response_model=RememberReport,
+        tags=["agent memory"],
+        responses=_errors(401, 403, 413, 422, 429, 504),
+    )
+    async def remember(body: RememberRequest, p: Caller) -> RememberReport:
+        """Store a statement; with `reconcile`, the LLM decides whether it is new (ADD), changes a
+        memory (UPDATE, history kept), retracts one (DELETE, soft) or is held already (NONE)."""
+        ns = p.namespace(body.namespace)
+        args = body.model_dump(exclude={"namespace", "text"})
+        decision: MemoryDecision = await d.expensive(p).write(d.memory().remember, body.text, **args, namespace=ns)
+        return RememberReport(**decision.model_dump(), namespace=ns)
 
     @app.get(
         "/v1/memories/{doc_id:path}/history",

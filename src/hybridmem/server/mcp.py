@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from pydantic import Field
 
 from ..errors import HybridMemError, ValidationError
-from ..models import ContextWindow, HybridParams, Message, TimeRange
+from ..models import ContextWindow, HybridParams, IngestReport, Message, TimeRange
 from ..models import Namespace as _Namespace
 from . import common
 from .auth import AuthError, HostPolicy, KeyRing, Principal, bare_host
@@ -253,11 +253,25 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
         ] = None,
         user_id: Annotated[_ScopeId, Field(description="Scope: the user (metadata user_id).")] = None,
         agent_id: Annotated[_ScopeId, Field(description="Scope: the agent (metadata agent_id).")] = None,
+        reconcile: Annotated[
+            bool,
+            Field(
+                False,
+                description="With `text`: let the server's LLM decide first whether it is new (ADD), changes a "
+                "memory of the scope (UPDATE, history kept), retracts one (DELETE, soft) or is known (NONE).",
+            ),
+        ] = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
             ns = ns_of(namespace)
             scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
+            if reconcile and messages is None and text is not None:
+                d = memory.remember(
+                    text, id=id, metadata=metadata, source=source, reconcile=True, namespace=ns, **scope
+                )
+                report = (d.report or IngestReport()).model_dump()
+                return {"namespace": ns, **d.model_dump(exclude={"report"}), **report}
             if messages is not None:
                 text_args = {"text": text, "id": id, "metadata": metadata, "source": source}
                 return _remember_messages(memory, ns, messages, scope, text_args)
