@@ -100,3 +100,52 @@ def test_cli_migrate_json(tmp_path, pg_url):
     assert (
         out["ok"] and out["namespaces"]["default"]["documents"] == 30 and out["namespaces"]["default"]["vectors"] == 30
     )
+
+
+def _memory_state(m: Memory) -> dict:
+    """What the agent-memory layer holds: histories, current hits, an as_of view, a message's context."""
+    hist = {
+        i: [
+            (v["version"], v["current"], v["reason"], v["occurred_at"], v["recorded_at"], v["valid_to"], v["text"])
+            for v in m.history(i)
+        ]
+        for i in ("city", "pool", "s1:1")
+    }
+    now = _search_ids(m, "user lives in city", include_superseded=False)
+    then = [r.chunk_id for r in m.search("user lives in city", top_k=10, as_of=hist["city"][0][4]).results]
+    ctx = [r.context for r in m.search("Kafka lag", top_k=3, session_id="s1").results]
+    return {"history": hist, "now": now, "then": then, "context": ctx, "documents": m.stats().documents}
+
+
+def test_migrate_carries_times_versions_keys_and_context(tmp_path, pg_url):
+    """A superseded or forgotten version stays retired in the copy, with its times and reason; a
+    key's holder stays the holder; a message keeps its index-only context (issue 17)."""
+    src = tmp_path / "hist.db"
+    with Memory(src, embedder="hash") as m:
+        m.add("The user lives in Lyon.", id="city", metadata={"user_id": "u1"}, occurred_at="2023-05-01T10:00:00Z")
+        m.update("city", "The user lives in Berlin now.", reason="moved")
+        m.add("Billing pool is 100 connections.", key="billing.pool", metadata={"user_id": "u1"}, id="pool")
+        m.add("Billing pool is 200 connections.", key="billing.pool", metadata={"user_id": "u1"})
+        m.add("an old note", id="gone")
+        m.forget("gone", reason="obsolete")
+        m.add_messages(
+            [
+                {"role": "user", "content": "Kafka consumers are lagging.", "timestamp": "2023-05-02T09:00:00Z"},
+                {"role": "assistant", "content": "Raise the partitions.", "timestamp": "2023-05-02T09:01:00Z"},
+            ],
+            session_id="s1",
+        )
+        m.embed_pending()
+        before = _memory_state(m)
+    assert before["history"]["city"][0][1] is False and before["context"] != [None]
+    rep = migrate(str(src), pg_url, verify_queries=5)
+    assert rep.ok, rep.mismatches
+    with Memory(pg_url, embedder="hash") as m:
+        assert _memory_state(m) == before
+        m.add("Billing pool is 300 connections.", key="billing.pool", metadata={"user_id": "u1"})
+        assert [v["current"] for v in m.history("pool")] == [False, False, True]  # the key still holds
+    back = tmp_path / "back.db"
+    assert migrate(pg_url, str(back), verify_queries=5).ok
+    with Memory(back, embedder="hash") as m:
+        assert m.history("gone")[0]["reason"] == "obsolete" and not m.history("gone")[0]["current"]
+        assert len(m.history("pool")) == 3

@@ -3,9 +3,11 @@
     hybridmem migrate --from memory.db --to postgresql://me@db/mem
     hybridmem migrate --from postgresql://me@db/mem --to copy.db
 
-What moves: every namespace's documents (ids, source, metadata, content hash), chunks (ids, text,
-language, BM25 tokens — not re-tokenized), embeddings (bit-for-bit float32; no model runs), and the
-GraphRAG layer (entities, relations, provenance, communities with their summaries, build state).
+What moves: every namespace's documents (ids, source, metadata, content hash; times: occurred_at,
+recorded_at, valid_to; versions: every retired version stays retired, with its reason and key),
+chunks (ids, text, language, BM25 tokens — not re-tokenized —, index-only context), embeddings
+(bit-for-bit float32; no model runs), and the GraphRAG layer (entities, relations, provenance,
+communities with their summaries, build state).
 The destination must hold no documents yet. Verification: per-namespace counts (documents, chunks,
 vectors, pending vectors, graph entities/relations/communities) must match, and sample queries must
 return the same top-10 on both sides — BM25 with query texts drawn from the corpus, dense with stored
@@ -66,11 +68,14 @@ def _copy_documents(src: Any, dst: Any, ns: str, progress: Callable[[int], None]
     """Documents, chunks and vectors; returns source chunk rowid -> destination rowid."""
     rowmap: dict[int, int] = {}
     batch: list[tuple[PreparedDocument, list[tuple[Any, ...]]]] = []
+    times = src.export_times(ns)  # occurred/recorded/valid_to, versions, keys, reasons; chunk context
 
     def flush() -> None:
         if not batch:
             return
         dst.write_documents(ns, [d for d, _ in batch])
+        # the write stamped them as new and current: give back their times, and retired versions their retirement
+        dst.restore_times(ns, {d.doc_id: times[d.doc_id] for d, _ in batch if d.doc_id in times})
         chunks = [c for _, cs in batch for c in cs]
         new = dst.rowids_for(ns, [c[1] for c in chunks])
         for c in chunks:
@@ -99,6 +104,7 @@ def _copy_documents(src: Any, dst: Any, ns: str, progress: Callable[[int], None]
                     langs=[c[4] for c in chunks],
                     text_hashes=[c[3] for c in chunks],
                     chunk_ids=[c[1] for c in chunks],
+                    context=times.get(d["doc_id"], (None,) * 8)[-1],
                 ),
                 chunks,
             )

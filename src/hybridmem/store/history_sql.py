@@ -16,7 +16,18 @@ from typing import Any
 
 from .base import SQLReader
 
-__all__ = ["HISTORY_SEP", "history_id", "retire", "versions", "history_ids", "has_history", "current_by_key"]
+__all__ = [
+    "HISTORY_SEP",
+    "TIME_COLUMNS",
+    "current_by_key",
+    "export_times",
+    "has_history",
+    "history_id",
+    "history_ids",
+    "restore_times",
+    "retire",
+    "versions",
+]
 
 #: the separator of a retired version's id; a user's id may not contain it (``ingest.check_id``)
 HISTORY_SEP = "@@v"
@@ -86,3 +97,33 @@ def current_by_key(db: SQLReader, ns: int, mem_key: str) -> str | None:
         "SELECT doc_id FROM documents WHERE ns_id=? AND mem_key=? AND valid_to IS NULL LIMIT 1", (ns, mem_key)
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+#: a document's times and version bookkeeping, as ``migrate`` carries them (with each chunk's context)
+TIME_COLUMNS = ("occurred_at", "recorded_at", "valid_to", "version", "head_id", "mem_key", "change_reason")
+
+
+def export_times(db: SQLReader, ns: int) -> dict[str, tuple[Any, ...]]:
+    """doc id -> its :data:`TIME_COLUMNS` values and its chunks' index-only context, for every document."""
+    cols = ", ".join(f"d.{c}" for c in TIME_COLUMNS)
+    rows = db.execute(
+        f"SELECT d.doc_id, {cols}, (SELECT c.context FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id "
+        "ORDER BY c.ord LIMIT 1) FROM documents d WHERE d.ns_id=?",
+        (ns,),
+    ).fetchall()
+    return {str(r[0]): tuple(r[1:]) for r in rows}
+
+
+def restore_times(db: SQLReader, ns: int, rows: dict[str, tuple[Any, ...]]) -> list[int]:
+    """Set the :data:`TIME_COLUMNS` of copied documents to the source's (``migrate``: a retired
+    version stays retired, with its times, reason and key); returns the chunk rowids of the retired
+    ones (their visibility changed: the caller logs them as changed chunks)."""
+    sets = ", ".join(f"{c}=?" for c in TIME_COLUMNS)
+    retired: list[int] = []
+    for doc_id, values in rows.items():
+        db.execute(
+            f"UPDATE documents SET {sets} WHERE ns_id=? AND doc_id=?", (*values[: len(TIME_COLUMNS)], ns, doc_id)
+        )
+        if values[2] is not None:  # valid_to
+            retired += [int(r[0]) for r in db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, doc_id))]
+    return retired

@@ -870,6 +870,26 @@ class PostgresStore:
                 res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), retired[1], retired[1]))
         return res
 
+    def export_times(self, namespace: str) -> dict[str, tuple[Any, ...]]:
+        """doc id -> times, version bookkeeping and chunk context (``history_sql.export_times``)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return {}
+        with self.snapshot() as db:
+            return history_sql.export_times(db, ns)
+
+    def restore_times(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> WriteResult:
+        """Copied documents get the source's times and versions (``migrate``), in one transaction."""
+        res = WriteResult()
+        with self._wlock, self._conn() as conn, conn.transaction():
+            ns = self._lock_ns(conn, namespace, create=False)
+            if ns is None:
+                raise NotFoundError(f"no namespace {namespace!r}")
+            retired = history_sql.restore_times(_Qmark(conn), ns, rows)
+            if retired:
+                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), retired, retired))
+        return res
+
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
         assert column in ("vec_version", "chunk_version")

@@ -942,6 +942,21 @@ class SQLiteStore:
             self._log_changes(db, namespace, ns, acc, res)
         return res
 
+    def export_times(self, namespace: str) -> dict[str, tuple[Any, ...]]:
+        """doc id -> times, version bookkeeping and chunk context (``history_sql.export_times``)."""
+        ns = self.namespace_id(namespace)
+        return {} if ns is None else history_sql.export_times(self.reader, ns)
+
+    def restore_times(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> WriteResult:
+        """Copied documents get the source's times and versions (``migrate``), in one transaction."""
+        res = WriteResult()
+        with self.write_transaction() as db:
+            ns = self.namespace_id(namespace, db)
+            if ns is None:
+                raise NotFoundError(f"no namespace {namespace!r}")
+            self._log_changes(db, namespace, ns, _Changes(retired=history_sql.restore_times(db, ns, rows)), res)
+        return res
+
     def any_match(self, namespace: str, flt: Filter) -> bool:
         """True when some document of the namespace passes ``flt`` (an unknown scope is an error)."""
         ns = self.namespace_id(namespace)
