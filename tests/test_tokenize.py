@@ -257,3 +257,49 @@ def test_a_version_with_and_without_its_v_meets() -> None:
     assert "2.38.5" in query_tokens("v2.38.5") and "2.38.5" in tokenize("version 2.38.5", "en")
     assert "2.38.5" not in tokenize("\x1b[38;5;0m colour", "en")
     assert "v2" in tokenize("v2", "en") and tokenize("v2", "en") == ["v2"]  # no version: nothing added
+
+
+_JOIN_ALPHABET = st.sampled_from(
+    [
+        "DNA",
+        "HTTP",
+        "IT",
+        "ÉTÉ",
+        "dna",
+        "x",
+        "_",
+        "-",
+        ".",
+        " ",
+        "\t",
+        "\u3000",
+        "12",
+        "504",
+        "7",
+        "中",
+        "x12",
+        "é",
+        "\n",
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_JOIN_ALPHABET, max_size=12).map("".join))
+def test_the_fast_path_is_taken_only_where_no_acronym_joins_a_number(text: str) -> None:
+    """tokenize skips the piece-by-piece loop unless _JOIN_CANDIDATE fires: whenever that loop would
+    join an acronym to a number, the candidate test must have fired (else a join is lost)."""
+    from itertools import chain
+
+    from hybridmem.text import tokenize as tk
+
+    folded = tk.fold(text)
+    acronyms = {tk.fold(w) for w in tk._ACRONYM.findall(text) if w.isupper()}
+    cache = tk._Pieces("en")
+    exact = tk._joined(folded, acronyms, cache)
+    fast = list(chain.from_iterable(map(cache.__getitem__, tk._PIECE.findall(folded))))
+    fired = any(m.group(1) in acronyms for m in tk._JOIN_CANDIDATE.finditer(folded))
+    assert exact == fast or fired, (text, exact, fast)
+    assert tokenize(text, "en") == exact
+    if text.isascii():  # the ASCII shortcut finds the same acronyms
+        assert {w.lower() for w in tk._ASCII_ACRONYM.findall(text)} == acronyms

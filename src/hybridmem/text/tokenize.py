@@ -11,6 +11,7 @@ import functools
 import re
 import unicodedata
 from collections import Counter
+from itertools import chain
 from typing import Any, cast
 
 from .stopwords import ALL as STOPWORDS
@@ -44,10 +45,12 @@ _CJK_RUN = re.compile(f"(?:(?=\\w)[{_CJK}])+")
 # Chinese sentence after a digit or a Latin letter became a single token no query could match)
 _WCHAR = f"[^\\W_{_CJK}]"
 _WORD = re.compile(f"{_WCHAR}+(?:[-_./:@#+]+{_WCHAR}+)*")
+_PIECE = re.compile(_CJK_RUN.pattern + "|" + _WORD.pattern)
 _SPLIT = re.compile(r"[-_./:@#+]+")
 _ALPHA = re.compile(r"^[^\W\d_]+$")
 _DIGITS = re.compile(r"^\d+$")
 _V_VERSION = re.compile(r"^v\d+(?:\.\d+)+$")
+_LETTERS = re.compile(r"[^\W\d_]+")
 _SNOWBALL = {"en": "english", "fr": "french", "de": "german", "es": "spanish"}
 
 
@@ -57,26 +60,31 @@ def fold(text: str) -> str:
         return text.lower()
     text = unicodedata.normalize("NFKC", text).casefold()
     decomposed = unicodedata.normalize("NFD", text)
-    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    # the combining marks among the text's distinct characters, deleted in one C pass (a Python test
+    # of every character was a third of a long document's tokenizing)
+    marks = {ord(ch): None for ch in set(decomposed) if unicodedata.combining(ch)}
+    stripped = decomposed.translate(marks) if marks else decomposed
     return unicodedata.normalize("NFC", stripped)
 
 
 def detect_language(text: str) -> str | None:
     """'zh' when CJK dominates, else the en/fr/de/es stopword list that matches most words (or None)."""
     folded = fold(text[:4000])
-    cjk = sum(len(m) for m in _CJK_RUN.findall(folded))
-    words = [w for w in re.findall(r"[^\W\d_]+", folded)]
+    cjk = 0 if folded.isascii() else sum(len(m) for m in _CJK_RUN.findall(folded))
+    words = _LETTERS.findall(folded)
     if cjk and cjk >= len(words):
         return "zh"
     if not words:
         return None
     counts: Counter[str] = Counter()
-    for w in words:
-        if len(w) < 2:  # elided French articles (l', d') are stopwords, but "T cells" is not French
+    for w, n in Counter(words).items():  # each distinct word once, weighted by its count
+        if (
+            len(w) < 2 or w not in STOPWORDS
+        ):  # elided French articles (l', d') are stopwords, but "T cells" is not French
             continue
         for lang, stops in BY_LANG.items():
             if w in stops:
-                counts[lang] += 1
+                counts[lang] += n
     if not counts:
         return None
     (best, n), *rest = counts.most_common(2) + [("", 0)]
@@ -90,7 +98,10 @@ def _stemmer(lang: str) -> Any:
     return Stemmer.Stemmer(_SNOWBALL[lang], 100_000)
 
 
+@functools.lru_cache(maxsize=262_144)
 def _stem(word: str, lang: str | None) -> str:
+    """Snowball's stem of a word (unchanged when it has a digit or no stemmer): words are Zipfian, so
+    the cache answers almost every call of a bulk ingest."""
     if lang not in _SNOWBALL or not _ALPHA.match(word):
         return word
     return cast(str, _stemmer(lang).stemWord(word))  # PyStemmer has no type hints
@@ -105,6 +116,42 @@ def _cjk_tokens(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+class _Pieces(dict[str, tuple[str, ...]]):
+    """piece -> its tokens in one language (they depend on the piece and the language alone, but for
+    the acronym-number join, made apart): most pieces of a text repeat, and a hit is a C lookup."""
+
+    def __init__(self, lang: str | None) -> None:
+        super().__init__()
+        self.lang = lang
+
+    def __missing__(self, piece: str) -> tuple[str, ...]:
+        toks = self[piece] = _piece_tokens(piece, self.lang)
+        return toks
+
+
+#: one cache per language, emptied when it grows past _PIECE_CACHE pieces
+_PIECES: dict[str | None, _Pieces] = {}
+_PIECE_CACHE = 100_000
+#: every acronym-number join has an acronym here (and more match: the exact test is the piece loop)
+_JOIN_CANDIDATE = re.compile(f"(?<![^\\W\\d_{_CJK}])([^\\W\\d_{_CJK}]{{2,}})\\s+\\d\\d")  # each word tried once
+#: in ASCII text, the words _ACRONYM finds that are all capitals (the same set, without testing each word)
+_ASCII_ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,}(?![A-Za-z])")
+
+
+def _piece_tokens(piece: str, lang: str | None) -> tuple[str, ...]:
+    """The tokens of one word or identifier of the folded text (without the acronym-number join)."""
+    if _CJK_RUN.fullmatch(piece):
+        return tuple(_cjk_tokens(piece))
+    parts = _SPLIT.split(piece)
+    if len(parts) > 1:
+        out = [piece]
+        if _V_VERSION.match(piece):  # "v2.38.5" also as "2.38.5": a version with and without its v meet
+            out.append(piece[1:])
+        out.extend(_stem(p, lang) for p in parts if p not in STOPWORDS)
+        return tuple(out)
+    return () if piece in STOPWORDS else (_stem(piece, lang),)
+
+
 def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list[str]:
     """Tokens of ``text`` in order (duplicates kept: they are term frequencies).
 
@@ -117,35 +164,35 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
     if not stem:
         lang = None
     folded = fold(text)
+    cache = _PIECES.get(lang)
+    if cache is None or len(cache) > _PIECE_CACHE:
+        cache = _PIECES[lang] = _Pieces(lang)
     # "HTTP 504", "BWV 1033" → also "http504": only after a word written in capitals (an acronym),
     # never after ordinary words ("since 2004", "October 27")
-    acronyms = {fold(w) for w in _ACRONYM.findall(text) if w.isupper()}
+    if text.isascii():
+        acronyms = {w.lower() for w in _ASCII_ACRONYM.findall(text)}
+    else:
+        acronyms = {fold(w) for w in _ACRONYM.findall(text) if w.isupper()}
+    if not acronyms or not any(m.group(1) in acronyms for m in _JOIN_CANDIDATE.finditer(folded)):
+        # no join to make: each piece's tokens, from the cache (most pieces repeat)
+        return list(chain.from_iterable(map(cache.__getitem__, _PIECE.findall(folded))))
+    return _joined(folded, acronyms, cache)
+
+
+def _joined(folded: str, acronyms: set[str], cache: _Pieces) -> list[str]:
+    """The tokens, piece by piece, with an acronym's join to the number right after it."""
     out: list[str] = []
     pos = 0
     prev_alpha: str | None = None  # for "http 504" → "http504"
-    for m in re.finditer(_CJK_RUN.pattern + "|" + _WORD.pattern, folded):
+    for m in _PIECE.finditer(folded):
         piece = m.group()
-        gap = folded[pos : m.start()]
-        pos = m.end()
-        if _CJK_RUN.fullmatch(piece):
-            out.extend(_cjk_tokens(piece))
-            prev_alpha = None
-            continue
-        if _DIGITS.match(piece) and prev_alpha and gap.strip() == "" and len(piece) >= 2:
+        if prev_alpha is not None and len(piece) >= 2 and _DIGITS.match(piece) and not folded[pos : m.start()].strip():
             out.append(prev_alpha + piece)
-        parts = _SPLIT.split(piece)
-        if len(parts) > 1:
-            out.append(piece)
-            if _V_VERSION.match(piece):  # "v2.38.5" also as "2.38.5": a version with and without its v meet
-                out.append(piece[1:])
-            out.extend(_stem(p, lang) for p in parts if p not in STOPWORDS)
-            prev_alpha = None
-            continue
-        if piece in STOPWORDS:
-            prev_alpha = None
-            continue
-        out.append(_stem(piece, lang))
-        prev_alpha = piece if (len(piece) >= 2 and piece in acronyms and _ALPHA.match(piece)) else None
+        pos = m.end()
+        out += cache[piece]
+        # an acronym joins the number right after it; a stopword or an identifier joins nothing
+        joins = piece in acronyms and len(piece) >= 2 and piece not in STOPWORDS and _ALPHA.match(piece)
+        prev_alpha = piece if joins else None
     return out
 
 
