@@ -35,7 +35,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from pydantic import AliasChoices, ConfigDict, Field
 
-from hybridmem.embed.base import Embedder, normalize_rows
+from hybridmem.embed.base import BaseEmbedder, Embedder
 from hybridmem.errors import EmbedderError, NotFoundError, ValidationError
 from hybridmem.memory import Memory
 from hybridmem.models import QueryResponse, QueryResult
@@ -58,11 +58,13 @@ def _embeddings_name(embeddings: Embeddings) -> str:
     return name
 
 
-class LangChainEmbedder:
+class LangChainEmbedder(BaseEmbedder):
     """A LangChain ``Embeddings`` as a hybridmem :class:`~hybridmem.embed.base.Embedder`.
 
     ``name`` defaults to ``langchain:<class>[:<model>]``; ``dim`` is detected by embedding a probe
     text once (pass it to skip the call). Vectors are checked (shape, finite) and L2-normalised."""
+
+    batch_size = 256  # the LangChain object batches its own calls
 
     def __init__(self, embeddings: Embeddings, *, name: str | None = None, dim: int | None = None) -> None:
         self.embeddings = embeddings
@@ -71,25 +73,10 @@ class LangChainEmbedder:
         if self.dim <= 0:
             raise EmbedderError(f"embedder {self.name!r} returned an empty vector for the probe text")
 
-    def _checked(self, vectors: Any, n: int) -> np.ndarray:
-        out = np.asarray(vectors, dtype=np.float32)
-        if out.ndim != 2 or out.shape != (n, self.dim):
-            raise EmbedderError(f"embedder {self.name!r} returned shape {tuple(out.shape)}, expected ({n}, {self.dim})")
-        if not np.isfinite(out).all():
-            raise EmbedderError(f"embedder {self.name!r} returned non-finite values")
-        return normalize_rows(out)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self._checked(self.embeddings.embed_documents(texts), len(texts))
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._checked([self.embeddings.embed_query(text)], 1)[0]
-
-    def __repr__(self) -> str:
-        return f"<LangChainEmbedder {self.name} dim={self.dim}>"
+    def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        if is_query:
+            return np.asarray([self.embeddings.embed_query(texts[0])], dtype=np.float32)
+        return np.asarray(self.embeddings.embed_documents(texts), dtype=np.float32)
 
 
 class HybridMemEmbeddings(Embeddings):

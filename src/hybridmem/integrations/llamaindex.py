@@ -61,7 +61,7 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryResult,
 )
 
-from hybridmem.embed.base import Embedder, normalize_rows
+from hybridmem.embed.base import BaseEmbedder, Embedder
 from hybridmem.errors import EmbedderError, FilterError, NotFoundError, ValidationError
 from hybridmem.memory import Memory
 from hybridmem.models import QueryResult
@@ -586,13 +586,15 @@ class HybridMemEmbedding(BaseEmbedding):
         return [[float(x) for x in row] for row in self._embedder.embed_documents(texts)]
 
 
-class LlamaIndexEmbedder:
+class LlamaIndexEmbedder(BaseEmbedder):
     """A LlamaIndex embed model as a hybridmem :class:`~hybridmem.embed.base.Embedder` (``Memory(...,
     embedder=LlamaIndexEmbedder(model))``): hybridmem then embeds with that model.
 
     ``name`` defaults to ``llamaindex:<class>:<model_name>`` (recorded in the store: another model is
     refused); ``dim`` is found by embedding a probe text once (pass it to skip the call). Vectors are
     checked (shape, finite) and L2-normalised."""
+
+    batch_size = 256  # the embed model batches its own calls
 
     def __init__(self, embed_model: BaseEmbedding, *, name: str | None = None, dim: int | None = None) -> None:
         self.embed_model = embed_model
@@ -601,22 +603,7 @@ class LlamaIndexEmbedder:
         if self.dim <= 0:
             raise EmbedderError(f"embedder {self.name!r} returned an empty vector for the probe text")
 
-    def _checked(self, vectors: Any, n: int) -> np.ndarray:
-        out = np.asarray(vectors, dtype=np.float32)
-        if out.ndim != 2 or out.shape != (n, self.dim):
-            raise EmbedderError(f"embedder {self.name!r} returned shape {tuple(out.shape)}, expected ({n}, {self.dim})")
-        if not np.isfinite(out).all():
-            raise EmbedderError(f"embedder {self.name!r} returned non-finite values")
-        return normalize_rows(out)
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return self._checked(self.embed_model.get_text_embedding_batch(texts), len(texts))
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._checked([self.embed_model.get_query_embedding(text)], 1)[0]
-
-    def __repr__(self) -> str:
-        return f"<LlamaIndexEmbedder {self.name} dim={self.dim}>"
+    def _embed(self, texts: list[str], *, is_query: bool) -> np.ndarray:
+        if is_query:
+            return np.asarray([self.embed_model.get_query_embedding(texts[0])], dtype=np.float32)
+        return np.asarray(self.embed_model.get_text_embedding_batch(texts), dtype=np.float32)
