@@ -20,14 +20,17 @@ import numpy as np
 
 from .blas import query_blas
 from .cache import ArrayKeyedCache
+from .hnsw_file import HnswFile
 
 if TYPE_CHECKING:
     from usearch.index import Index
 
-__all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE"]
+__all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE", "HNSW_PARAMS"]
 
 #: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
 HNSW_FILTER_MIN_SHARE = 0.1
+#: how the graph is built (a saved graph built otherwise is not restored)
+HNSW_PARAMS: dict[str, str | int] = {"metric": "ip", "dtype": "f32", "connectivity": 16, "expansion_add": 128}
 #: vectors per usearch ``add`` call of a build: between calls the build picks up a raised thread
 #: count (a caller started waiting for it) and a cancelled generation
 HNSW_BUILD_BATCH = 16_384
@@ -52,8 +55,12 @@ log = logging.getLogger(__name__)
 
 
 class DenseIndex:
-    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128) -> None:
+    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128, saved: HnswFile | None = None) -> None:
         self.dim = dim
+        #: where the graph is saved once built, and restored from instead of rebuilt (retrieve/hnsw_file.py)
+        self.saved = saved
+        #: the graph in use was restored from ``saved`` (not built in this process)
+        self.restored = False
         self.exact_threshold = exact_threshold
         self.ef = ef
         self.version = -1  # vector version of the store this index reflects; -1 = never loaded
@@ -160,16 +167,28 @@ class DenseIndex:
         try:
             from usearch.index import Index
 
+            hp = HNSW_PARAMS
             idx = Index(
-                ndim=self.dim, metric="ip", dtype="f32", connectivity=16, expansion_add=128, expansion_search=self.ef
+                ndim=self.dim,
+                metric=str(hp["metric"]),
+                dtype=str(hp["dtype"]),
+                connectivity=int(hp["connectivity"]),
+                expansion_add=int(hp["expansion_add"]),
+                expansion_search=self.ef,
             )
             live = np.flatnonzero(alive)
-            for s in range(0, len(live), HNSW_BUILD_BATCH):
+            restored = self.saved.restore(self.dim, rowids, matrix, live) if self.saved is not None else None
+            for s in range(0, len(live) if restored is None else 0, HNSW_BUILD_BATCH):
                 if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
                     break
                 part = live[s : s + HNSW_BUILD_BATCH]
                 # read per batch: a caller that started waiting may have raised it
                 idx.add(rowids[part].astype(np.uint64), np.ascontiguousarray(matrix[part]), threads=self.build_threads)
+            if restored is not None:
+                restored.expansion_search = self.ef  # not kept in the file (usearch restores 64)
+                idx, self.restored = restored, True
+            elif self.saved is not None and gen == self._generation:
+                self.saved.save(idx)  # before it is shared: no write changes it while it is written
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)
             with self._lock:

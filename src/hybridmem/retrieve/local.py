@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -23,7 +24,8 @@ from ..errors import EmbedderMismatchError
 from ..filters import Filter
 from ..lru import LRU
 from ..store.base import Allowed, Store, WriteResult
-from .dense import DenseIndex
+from .dense import HNSW_PARAMS, DenseIndex
+from .hnsw_file import HnswFile
 from .sparse import SparseIndex
 from .types import LegHit, QueryEncoder
 
@@ -125,13 +127,22 @@ class LocalLegs:
             v, rowids, matrix = self.store.load_vectors(namespace)
             dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
             if idx is None or idx.dim != dim:
-                idx = DenseIndex(dim, exact_threshold=self.exact_threshold)
+                idx = DenseIndex(dim, exact_threshold=self.exact_threshold, saved=self._hnsw_file(namespace, dim))
             idx.load(v, rowids, matrix)
             return idx
 
         return self._synced(
             self.dense_indexes, self._dense_lock, namespace, lambda: self.store.vector_version(namespace), load
         )
+
+    def _hnsw_file(self, namespace: str, dim: int) -> HnswFile | None:
+        """Where the namespace's HNSW graph is saved: beside a writable store file (``<db>.hnsw/``),
+        described by the embedder, dimension and graph parameters it was built with; None in memory."""
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:" or getattr(self.store, "read_only", False):
+            return None
+        describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS}
+        return HnswFile(Path(path + ".hnsw"), namespace, describe)
 
     def sparse_index(self, namespace: str) -> SparseIndex:
         def load(sp: SparseIndex | None) -> SparseIndex:
