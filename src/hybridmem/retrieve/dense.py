@@ -185,8 +185,10 @@ class DenseIndex:
                 # read per batch: a caller that started waiting may have raised it
                 idx.add(rowids[part].astype(np.uint64), np.ascontiguousarray(matrix[part]), threads=self.build_threads)
             if restored is not None:
-                restored.expansion_search = self.ef  # not kept in the file (usearch restores 64)
+                restored.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file (restored: 64)
                 idx, self.restored = restored, True
+                if self.saved is not None and self.saved.changed * 10 > len(live):
+                    self.saved.save(idx)  # over a tenth had changed: the next process starts from here
             elif self.saved is not None and gen == self._generation:
                 self.saved.save(idx)  # before it is shared: no write changes it while it is written
         except Exception as e:  # pragma: no cover - exact search keeps answering

@@ -68,6 +68,8 @@ class HnswFile:
         self.graph = directory / f"{key}.usearch"
         self.meta = directory / f"{key}.json"
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
+        #: vectors the last restore removed, replaced or added (the saved graph's drift)
+        self.changed = 0
 
     # ---------------------------------------------------------------- save
     def save(self, index: Index) -> bool:
@@ -133,8 +135,7 @@ class HnswFile:
             log.warning("not using the saved HNSW graph %s: %s; rebuilding it", self.graph, why)
         return None
 
-    @staticmethod
-    def _reconcile(index: Index, rowids: np.ndarray, matrix: np.ndarray, live: np.ndarray) -> str | None:
+    def _reconcile(self, index: Index, rowids: np.ndarray, matrix: np.ndarray, live: np.ndarray) -> str | None:
         """Remove the keys the store dropped, replace every vector that differs from the store's (a
         rowid SQLite gave again after a delete), add the missing; None when the graph is usable."""
         keys = np.asarray(rowids[live], np.uint64)
@@ -158,6 +159,7 @@ class HnswFile:
         if len(stale):
             index.remove(keys[stale])
         missing = np.concatenate([np.flatnonzero(~have), stale])
+        self.changed = len(gone) + len(missing)
         if len(missing):
             index.add(keys[missing], np.ascontiguousarray(matrix[live[missing]]))
         return None
