@@ -22,6 +22,8 @@ import hashlib
 import json
 import logging
 import os
+import time
+import uuid
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,9 +76,12 @@ class HnswFile:
     # ---------------------------------------------------------------- save
     def save(self, index: Index) -> bool:
         """Write the graph aside, sync, rename into place (the graph first, then its description)."""
+        # names of this save alone: two processes saving at once never write into one file
+        tag = f".{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        tmp_graph, tmp_meta = self.graph.with_suffix(".usearch" + tag), self.meta.with_suffix(".json" + tag)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            tmp_graph, tmp_meta = self.graph.with_suffix(".usearch.tmp"), self.meta.with_suffix(".json.tmp")
+            self._sweep()
             index.save(str(tmp_graph))
             with open(tmp_graph, "rb+") as f:
                 os.fsync(f.fileno())
@@ -91,7 +96,19 @@ class HnswFile:
             return True
         except OSError as e:  # a read-only directory, a full disk: the graph stays in memory only
             log.warning("could not save the HNSW graph to %s: %s", self.graph, e)
+            for leftover in (tmp_graph, tmp_meta):
+                leftover.unlink(missing_ok=True)
             return False
+
+    def _sweep(self) -> None:
+        """Delete what saves killed mid-way left (temporary files over an hour old)."""
+        old = time.time() - 3600
+        for f in self.directory.glob(f"{self.graph.stem}.*.tmp"):
+            try:
+                if f.stat().st_mtime < old:
+                    f.unlink()
+            except OSError:
+                pass
 
     # ---------------------------------------------------------------- restore
     def _usable(self) -> str | None:
