@@ -15,6 +15,7 @@ from hybridmem.server.auth import AuthError, ForbiddenError
 from hybridmem.server.common import NotImplementedOnServer
 from hybridmem.server.config import ConfigError
 from hybridmem.server.http import _install_error_handlers
+from hybridmem.server.jobs import JobQueueFull
 from hybridmem.server.limits import RequestTimeoutError, StoreBusyError
 from server_utils import assert_error
 
@@ -42,6 +43,7 @@ CONTRACT: dict[type[E.HybridMemError], tuple[int, str, dict[str, str]]] = {
     DeadlineExceeded: (504, "timeout", {}),
     ConfigError: (500, "config_error", {}),
     NotImplementedOnServer: (501, "not_implemented", {}),
+    JobQueueFull: (429, "too_many_requests", {"retry-after": "5"}),
     _SchemaError: (500, "store_error", {}),
 }
 

@@ -35,6 +35,7 @@ class JobQueueFull(HybridMemError):
 
     http_status = 429
     error_type = "too_many_requests"
+    http_headers = (("Retry-After", "5"),)
 
 
 @dataclass
