@@ -51,6 +51,19 @@ class LiveServer:
         return httpx.Client(base_url=self.url, headers=headers, timeout=kw.pop("timeout", 30), **kw)
 
 
+def wait_listening(url: str, proc: Any, seconds: float = 60) -> None:
+    """Until ``url`` answers HTTP (any status); fails with the server's stderr if ``proc`` exits or
+    ``seconds`` pass first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+
+
 def assert_error(resp: httpx.Response, status: int, type_: str | None = None, field: str | None = None) -> dict:
     """The response is a JSON error of the contract with this status (and type / field)."""
     assert resp.status_code == status, (resp.status_code, resp.text)

@@ -11,13 +11,11 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from agents import Agent, RunContextWrapper, set_tracing_disabled
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp
@@ -32,6 +30,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from hybridmem import Memory
+from server_utils import wait_listening
 
 set_tracing_disabled(True)  # the Agents SDK never exports traces from here
 
@@ -71,14 +70,7 @@ def http_url(tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
+        wait_listening(url, proc)
         yield url
     finally:
         proc.terminate()

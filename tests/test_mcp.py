@@ -19,6 +19,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hybridmem import Memory
+from server_utils import wait_listening
 
 TOOLS = {"remember", "recall", "forget", "ask"}
 
@@ -182,14 +183,7 @@ def test_mcp_over_streamable_http(tmp_path: Path) -> None:
             assert hits[0]["doc_id"] == "kafka"
 
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
+        wait_listening(url, proc)
         asyncio.run(asyncio.wait_for(session(), timeout=60))
     finally:
         proc.terminate()
