@@ -69,9 +69,11 @@ def check_scope(value: str | None, field: str) -> None:
             raise ValidationError("text with an unpaired surrogate is not valid Unicode", field=field) from None
 
 
-def check_scopes(session_id: str, user_id: str | None = None, agent_id: str | None = None) -> None:
-    """The scope ids of a write, checked before any store sees them."""
-    if session_id is None:
+def check_scopes(
+    session_id: str | None, user_id: str | None = None, agent_id: str | None = None, *, session_required: bool = True
+) -> None:
+    """The scope ids of a write, checked before any store sees them (messages need their session)."""
+    if session_id is None and session_required:
         raise ValidationError("session_id is required", field="session_id")
     for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
         check_scope(value, field)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from . import config
 from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
 from .conflicts import Candidate, Decision, decide
-from .conversation import check_scope, check_scopes, messages_to_documents, parse_messages
+from .conversation import check_scopes, messages_to_documents, parse_messages
 from .embed.base import Embedder
 from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
@@ -268,8 +268,7 @@ class Memory:
         goes into the history of the memory it wrote; a model that fails or names a memory it was
         not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
         ns = self._ns(namespace)
-        for value, field in ((session_id, "session_id"), (user_id, "user_id"), (agent_id, "agent_id")):
-            check_scope(value, field)
+        check_scopes(session_id, user_id, agent_id, session_required=False)
         scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
         meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
         doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
