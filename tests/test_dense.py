@@ -258,3 +258,38 @@ def test_the_server_process_limit_respects_the_users_openblas_setting(monkeypatc
         assert ctl.get_num_threads() == 1
     finally:
         ctl.set_num_threads(before)
+
+
+def test_close_cancels_a_running_build_and_waits_for_it() -> None:
+    v = clustered(30_000, dim=128)
+    exact = DenseIndex(128, exact_threshold=10**9)
+    exact.load(1, np.arange(1, 30_001), v)
+    idx = DenseIndex(128, exact_threshold=0)
+    idx.load(1, np.arange(1, 30_001), v)
+    idx.build_threads = 1
+    idx.search(v[0], 1)  # starts the build (several batches of HNSW_BUILD_BATCH)
+    assert idx._building
+    idx.close()
+    assert idx._thread is not None and not idx._thread.is_alive()
+    assert not idx._building and not idx.hnsw_ready  # cancelled, not finished behind our back
+    assert idx.search(v[5], 10) == exact.search(v[5], 10)  # still answers, exactly
+
+
+def test_a_process_closing_memory_during_a_build_exits_cleanly(tmp_path) -> None:
+    """Without the join, the interpreter exits while the build thread is inside usearch and the C++
+    runtime aborts the process ("terminate called without an active exception", exit -6)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import numpy as np
+from hybridmem import Memory
+m = Memory({str(tmp_path / "b.db")!r}, embedder="hash", auto_embed=False, exact_threshold=100)
+m.add_documents([{{"id": f"d{{i}}", "text": f"note {{i}} about pool {{i % 97}}"}} for i in range(20000)])
+m.embed_pending()
+m.search("pool 5", mode="vector")  # starts the HNSW build in the background
+m.close()
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "terminate called" not in p.stderr

@@ -645,6 +645,7 @@ class Memory:
     def close(self) -> None:
         self.worker.stop(timeout=5)
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self.legs.close()  # a running HNSW build is cancelled and waited for (not killed inside usearch)
         self.store.close()
 
     def __enter__(self) -> Memory:

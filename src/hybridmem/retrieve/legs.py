@@ -57,6 +57,9 @@ class Legs(Protocol):
     def reset_dense(self) -> None:
         """Forget loaded dense indexes (the store switched embedder)."""
 
+    def close(self) -> None:
+        """Stop background index work (a running HNSW build) before the store closes."""
+
 
 def make_legs(store: Store, executor: Executor, *, exact_threshold: int) -> Legs:
     """The legs for ``store``: its own when it runs them (PostgreSQL), else in-process indexes."""

@@ -120,7 +120,14 @@ class LocalLegs:
 
     def reset_dense(self) -> None:
         with self.write_lock:
+            gone = list(self.dense_indexes.values())
             self.dense_indexes.clear()
+        for idx in gone:
+            idx.close()
+
+    def close(self) -> None:
+        for idx in list(self.dense_indexes.values()):
+            idx.close()
 
     def dense_index(self, namespace: str) -> DenseIndex:
         def load(idx: DenseIndex | None) -> DenseIndex:

@@ -1543,3 +1543,6 @@ class PostgresLegs:
 
     def reset_dense(self) -> None:
         return None
+
+    def close(self) -> None:
+        return None
