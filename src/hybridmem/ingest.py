@@ -20,7 +20,7 @@ from .models import Document
 from .store.base import PreparedDocument
 from .store.history_sql import HISTORY_SEP
 from .text.chunk import chunk_text
-from .text.tokenize import TOKENIZER_VERSION, detect_language, tokenize
+from .text.tokenize import TOKENIZER_VERSION, detect_language, index_tokens
 from .timeexpr import parse_timestamp
 
 __all__ = [
@@ -221,7 +221,7 @@ class Preparer:
             metadata=doc.metadata,
             content_hash=content_hash,
             chunks=chunks,
-            tokens=[" ".join(tokenize(f"{ctx}\n{c}" if ctx else c, lang)) for c in chunks],
+            tokens=[" ".join(index_tokens(c, lang, ctx)) for c in chunks],
             langs=[lang] * len(chunks),
             # the vector is of context + text: a chunk keeps its vector only when both are unchanged
             text_hashes=[hashlib.sha256((f"{ctx}\n{c}" if ctx else c).encode()).hexdigest() for c in chunks],

@@ -993,18 +993,18 @@ class PostgresStore:
             return self._reindex(conn)
 
     def _reindex(self, conn: psycopg.Connection) -> int:
-        from ..text.tokenize import tokenize
+        from ..text.tokenize import index_tokens
 
         n = 0
         with self._wlock, conn.transaction():
             for (ns,) in conn.execute("SELECT id FROM namespaces ORDER BY id FOR UPDATE").fetchall():
                 conn.execute("DELETE FROM postings WHERE ns_id=%s", (ns,))
                 conn.execute("DELETE FROM term_df WHERE ns_id=%s", (ns,))
-                rows = conn.execute("SELECT id, text, lang FROM chunks WHERE ns_id=%s", (ns,)).fetchall()
+                rows = conn.execute("SELECT id, text, lang, context FROM chunks WHERE ns_id=%s", (ns,)).fetchall()
                 df: Counter[str]
                 post, upd, df, total = [], [], Counter(), 0
-                for rid, text, lang in rows:
-                    terms = tokenize(text, lang)
+                for rid, text, lang, ctx in rows:
+                    terms = index_tokens(text, lang, ctx)
                     tf = Counter(terms)
                     upd.append((" ".join(terms), len(terms), rid))
                     post += [(ns, t, rid, c, len(terms)) for t, c in tf.items()]

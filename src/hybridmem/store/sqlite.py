@@ -619,17 +619,17 @@ class SQLiteStore:
 
     def reindex_sparse(self) -> int:
         """Rebuild every BM25 table from chunk text (after a tokenizer change)."""
-        from ..text.tokenize import tokenize
+        from ..text.tokenize import index_tokens
 
         n = 0
         with self.write_transaction() as db:
             for (ns,) in db.execute("SELECT id FROM namespaces").fetchall():
                 fts = _fts(ns)
                 db.execute(f"DELETE FROM {fts}")
-                rows = db.execute("SELECT id, text, lang FROM chunks WHERE ns_id=?", (ns,)).fetchall()
+                rows = db.execute("SELECT id, text, lang, context FROM chunks WHERE ns_id=?", (ns,)).fetchall()
                 db.executemany(
                     f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)",
-                    [(rid, " ".join(tokenize(text, lang))) for rid, text, lang in rows],
+                    [(rid, " ".join(index_tokens(text, lang, ctx))) for rid, text, lang, ctx in rows],
                 )
                 self._bump(db, ns, "chunk_version")
                 n += len(rows)
