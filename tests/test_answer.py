@@ -346,3 +346,35 @@ def test_ask_on_the_demo_memory_offline(tmp_path: Path) -> None:
     assert a["found"] and a["answerer"] == "extractive" and a["reranker"] == "identifier"
     assert a["citations"] and a["citations"][0]["doc_id"] == "err-HEL-4040"
     assert "[err-HEL-4040_p" in a["answer"]
+
+
+def test_ask_shows_each_memorys_time_and_its_neighbouring_turns(tmp_path: Path) -> None:
+    chat = [
+        {"role": "user", "name": "Ana", "content": "Did the billing pool move?", "timestamp": "2023-05-08T13:55:00Z"},
+        {"role": "user", "name": "Bo", "content": "Yes, we moved it yesterday.", "timestamp": "2023-05-08T13:56:00Z"},
+        {"role": "user", "name": "Ana", "content": "Great, thanks!", "timestamp": "2023-05-08T13:57:00Z"},
+    ]
+    answer = json.dumps({"answer": "On 7 May 2023 [s1:1_p1].", "citations": ["s1:1_p1"], "found": True})
+    with Memory(tmp_path / "c.db", embedder="hash", auto_embed=False) as m:
+        m.add_messages(chat, session_id="s1", user_id="u1")
+        m.add_messages([{"role": "user", "content": "Bo moved the billing pool too."}], session_id="s2", user_id="u2")
+        llm = ScriptedChatModel([lambda msgs: answer])
+        a = m.ask(
+            "When did Bo move the billing pool?",
+            llm=llm,
+            rerank=False,
+            top_k=1,
+            user_id="u1",
+            context_window={"before": 1, "after": 1},
+        )
+        assert a.found and [c.chunk_id for c in a.citations] == ["s1:1_p1"]
+        prompt = llm.seen[0][-1]["content"]
+        assert "[s1:1_p1] (2023-05-08T13:56:00.000Z)\nBo: Yes, we moved it yesterday." in prompt
+        assert "  before: (2023-05-08T13:55:00.000Z) Ana: Did the billing pool move?" in prompt
+        assert "  after: (2023-05-08T13:57:00.000Z) Ana: Great, thanks!" in prompt
+        assert "s2" not in prompt  # the scope is a pre-filter of the answer's retrieval too
+        with pytest.raises(ValidationError) as e:
+            m.ask("When?", session_id="nope")
+        assert e.value.field == "session_id"
+        with pytest.raises(ValidationError):
+            m.ask("When?", bogus_field=1)

@@ -5,7 +5,7 @@ answerer returns the best sentences of the top chunks with their ids, or says th
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
@@ -158,11 +158,14 @@ def answer_messages(question: str, results: Sequence[QueryResult], max_chars: in
     def clip(text: str) -> str:
         return text if len(text) <= max_chars else text[:max_chars].rstrip() + " …"
 
-    context = "\n\n".join(f"[{r.chunk_id}]\n{clip(r.text.strip())}" for r in results) or "(no chunk retrieved)"
+    context = "\n\n".join(_chunk_block(r, clip) for r in results) or "(no chunk retrieved)"
     user = (
-        f"Context chunks, each introduced by its id in square brackets:\n\n{context}\n\n"
+        f"Context chunks, each introduced by its id in square brackets (and when it happened or was "
+        f"said, if known):\n\n{context}\n\n"
         f"Question: {question}\n\n"
         "Rules:\n"
+        "- For a question about when, answer with the time of the chunk that says it (a chunk's "
+        "'yesterday' or 'last week' counts from that chunk's time).\n"
         f"- Answer in at most {MAX_SENTENCES} sentences, in the language of the question.\n"
         "- Use only the context chunks above. After each statement cite the chunk(s) it comes from as "
         "[chunk_id], with the ids exactly as written above; cite every chunk you use.\n"
@@ -170,6 +173,28 @@ def answer_messages(question: str, results: Sequence[QueryResult], max_chars: in
         'Reply with JSON: {"answer": "...", "citations": ["<chunk_id>", ...], "found": true or false}.'
     )
     return [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": user}]
+
+
+#: characters of one neighbouring turn shown around a hit (``context_window``)
+MAX_TURN_CHARS = 500
+
+
+def _chunk_block(r: QueryResult, clip: Callable[[str], str]) -> str:
+    """One chunk of the prompt: ``[id] (time)``, its text, then the turns around it in its session
+    (``context_window``) as reading context, not citable."""
+    head = f"[{r.chunk_id}]" + (f" ({r.occurred_at})" if r.occurred_at else "")
+    block = f"{head}\n{clip(r.text.strip())}"
+    around = [c for c in r.context or [] if c.get("chunk_id") != r.chunk_id]
+    if around:
+        lines = []
+        for c in around:
+            text = str(c.get("text") or "").strip()
+            text = text if len(text) <= MAX_TURN_CHARS else text[:MAX_TURN_CHARS].rstrip() + " …"
+            when = f"({c['occurred_at']}) " if c.get("occurred_at") else ""
+            mark = "before" if (c.get("turn") is not None and r.turn is not None and c["turn"] < r.turn) else "after"
+            lines.append(f"  {mark}: {when}{text}")
+        block += "\n  (turns around it in the conversation; cite the chunk above, not these)\n" + "\n".join(lines)
+    return block
 
 
 def llm_answer(question: str, results: Sequence[QueryResult], llm: ChatModel) -> AnswerDraft:

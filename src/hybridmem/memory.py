@@ -584,9 +584,15 @@ class Memory:
         namespace: str | None = None,
         query_id: str | None = None,
         reranker: str | None = None,
+        **fields: Any,
     ) -> Answer:
         """Answer ``question`` from the memory: retrieve (hybrid, reranked unless ``rerank=False``,
         ``top_k`` chunks), then answer only from those chunks, citing ``[chunk_id]``s.
+
+        ``fields``: any other field of the query request, validated like a search's: scopes
+        (``session_id``, ``user_id``, ``agent_id``), ``time_range``, ``as_of``, ``now``,
+        ``hybrid_params``, ``context_window`` (the model then reads each hit's neighbouring turns
+        too). The model sees each memory's ``occurred_at`` beside its id ("when did …" questions).
 
         With an LLM (``llm=``, else the memory's): at most 3 sentences in the question's language;
         cited ids are checked against the context and invented ones removed and flagged. Without
@@ -604,7 +610,7 @@ class Memory:
             data["query_id"] = query_id
         if reranker is not None:
             data["reranker"] = reranker
-        req = self._request(data)
+        req = self._request({**fields, **data})
         return self.answers.ask(req, self._ns(req.namespace), llm)
 
     @staticmethod
