@@ -171,6 +171,19 @@ def test_messages_without_a_session_or_body(a: httpx.Client) -> None:
 )
 def test_bad_agent_query_fields_are_422_naming_the_field(a: httpx.Client, extra: dict[str, Any], field: str) -> None:
     assert_error(a.post("/v1/query", json={"search_text": "billing pool", **extra}), 422, field=field)
+    # a question takes the same fields, checked the same way
+    assert_error(a.post("/v1/answer", json={"question": "billing pool?", **extra}), 422, field=field)
+
+
+def test_an_answer_is_scoped_and_reads_the_turns_around_its_hits(a: httpx.Client) -> None:
+    body = {"question": "what did we decide about the billing pool", "rerank": False, "top_k": 1}
+    r = a.post("/v1/answer", json={**body, "session_id": "s1", "context_window": {"before": 1, "after": 0}})
+    assert r.status_code == 200, r.text
+    hit = r.json()["results"][0]
+    assert hit["session_id"] == "s1" and [t["turn"] for t in hit["context"]] == [hit["turn"] - 1, hit["turn"]]
+    r = a.post("/v1/answer", json={**body, "time_range": {"to": "2026-03-03T09:31:00Z"}})
+    assert r.status_code == 200, r.text
+    assert [x["turn"] for x in r.json()["results"]] == [0]  # only the turn said before 09:31
 
 
 def test_history_supersede_and_forget(a: httpx.Client) -> None:

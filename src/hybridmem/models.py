@@ -25,6 +25,8 @@ __all__ = [
     "MODES",
     "Answer",
     "AnswerRequest",
+    "SCOPE_FIELDS",
+    "ScopeFields",
     "Citation",
     "Document",
     "HybridParams",
@@ -147,23 +149,10 @@ class ContextWindow(BaseModel):
     after: int = Field(1, ge=0, le=config.MAX_CONTEXT_TURNS, strict=True)
 
 
-class QueryRequest(RequestModel):
-    """What an agent sends. Unknown fields are rejected so a typo never silently does nothing."""
+class ScopeFields(RequestModel):
+    """The agent-memory fields of a request (docs/agent-memory.md), shared by a query and a question:
+    scopes are pre-filters of every leg, like metadata."""
 
-    query_id: QueryId = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}")
-    search_text: str = Field(..., max_length=config.MAX_QUERY_CHARS)
-    top_k: TopK = Field(config.DEFAULT_TOP_K, strict=True)
-    # without the pydantic mypy plugin, mypy misses the positional Field defaults of HybridParams
-    hybrid_params: HybridParams = Field(default_factory=HybridParams)  # type: ignore[arg-type]
-    metadata_filter: MetadataFilter
-    mode: Mode = "hybrid"
-    fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K, strict=True)
-    namespace: Namespace = None
-    #: rerank the fused candidates of ``mode`` (``mode: "rerank"`` is hybrid + ``rerank: true``)
-    rerank: bool = Field(False, strict=True)
-    #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
-    reranker: RerankerChoice | None = None
-    # agent memory (docs/agent-memory.md): scopes are pre-filters of every leg, like metadata
     #: only these conversation sessions (one id or a list)
     session_id: str | list[str] | None = None
     user_id: str | None = Field(default=None, min_length=1, max_length=512)
@@ -197,6 +186,28 @@ class QueryRequest(RequestModel):
         if v is not None and "\x00" in v:
             raise ValueError("ids are 1-512 characters, without NUL")
         return v
+
+
+#: the names of :class:`ScopeFields` (a question passes them on to its retrieval)
+SCOPE_FIELDS = frozenset(ScopeFields.model_fields)
+
+
+class QueryRequest(ScopeFields):
+    """What an agent sends. Unknown fields are rejected so a typo never silently does nothing."""
+
+    query_id: QueryId = Field(default_factory=lambda: f"q_{uuid.uuid4().hex[:12]}")
+    search_text: str = Field(..., max_length=config.MAX_QUERY_CHARS)
+    top_k: TopK = Field(config.DEFAULT_TOP_K, strict=True)
+    # without the pydantic mypy plugin, mypy misses the positional Field defaults of HybridParams
+    hybrid_params: HybridParams = Field(default_factory=HybridParams)  # type: ignore[arg-type]
+    metadata_filter: MetadataFilter
+    mode: Mode = "hybrid"
+    fetch_k: int | None = Field(None, ge=1, le=config.MAX_FETCH_K, strict=True)
+    namespace: Namespace = None
+    #: rerank the fused candidates of ``mode`` (``mode: "rerank"`` is hybrid + ``rerank: true``)
+    rerank: bool = Field(False, strict=True)
+    #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
+    reranker: RerankerChoice | None = None
 
     @field_validator("as_of", "now")
     @classmethod
@@ -254,7 +265,7 @@ class QueryRequest(RequestModel):
         return self.rerank or self.mode == "rerank"
 
 
-class AnswerRequest(RequestModel):
+class AnswerRequest(ScopeFields):
     """A question to answer from the memory, with citations (``[chunk_id]``)."""
 
     question: Question

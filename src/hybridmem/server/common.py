@@ -79,8 +79,9 @@ def ask(memory: Any, question: str, **options: Any) -> Any:
     if fn is None:
         raise NotImplementedOnServer("grounded answers are not available in this hybridmem version")
     params = inspect.signature(fn).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     try:
-        return fn(question, **{k: v for k, v in options.items() if v is not None and k in params})
+        return fn(question, **{k: v for k, v in options.items() if v is not None and (takes_any or k in params)})
     except ValidationError as e:
         if e.field != "search_text":
             raise

@@ -35,6 +35,7 @@ from .. import __version__
 from ..errors import HybridMemError, NotFoundError, StoreError, ValidationError
 from ..ingest import load_documents
 from ..models import (
+    SCOPE_FIELDS,
     AnswerRequest,
     Document,
     IngestReport,
@@ -646,6 +647,7 @@ def _query_routes(app: FastAPI, d: _Deps) -> None:
             reranker=body.reranker,
             namespace=ns,
             query_id=body.query_id,
+            **body.model_dump(include=set(SCOPE_FIELDS), exclude_defaults=True, by_alias=True),
         )
         return _json(ans)
 
