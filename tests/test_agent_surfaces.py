@@ -569,6 +569,11 @@ async def _agent_calls(s: Any) -> None:
     h = _data(await s.call_tool("history", {"id": "s1:3"}))
     assert h["id"] == "s1:3" and h["versions"][0]["current"] and h["versions"][0]["metadata"]["speaker"] == "Priya"
     assert _data(await s.call_tool("history", {"doc_id": "pref"}))["versions"][0]["text"] == "Priya prefers tea."
+    # ask takes the same scopes and window as recall
+    q = {"question": "what did we decide about the billing pool", "rerank": False, "top_k": 1, "session_id": "s1"}
+    ans = _data(await s.call_tool("ask", {**q, "context_window": {"before": 1, "after": 0}}))
+    assert ans["results"][0]["session_id"] == "s1" and len(ans["results"][0]["context"]) == 2
+    assert "session_id" in _error(await s.call_tool("ask", {**q, "session_id": "nope"}))
     # errors: one line, naming the argument
     assert "session_id" in _error(await s.call_tool("remember", {"messages": CHAT}))
     assert "messages.0.content" in _error(

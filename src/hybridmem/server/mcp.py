@@ -310,6 +310,24 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
         return {"id": id, "versions": versions, "namespace": ns}
 
 
+#: the agent-memory arguments ``recall`` and ``ask`` share
+_Sessions = Annotated[
+    str | list[str] | None, Field(None, description="Only these conversation sessions (an id or a list).")
+]
+_UserScope = Annotated[_ScopeId, Field(description="Only this user's memories.")]
+_AgentScope = Annotated[_ScopeId, Field(description="Only this agent's memories.")]
+_TimeRangeArg = Annotated[
+    TimeRange | None,
+    Field(None, description='Only what occurred in {"from", "to"} (ISO 8601 or epoch seconds; either end open).'),
+]
+_AsOf = Annotated[str | float | None, Field(None, description="The memory as it stood then (later writes unseen).")]
+_Now = Annotated[str | float | None, Field(None, description='The time "last week" in the text counts from.')]
+_ContextArg = Annotated[
+    ContextWindow | None,
+    Field(None, description='Neighbouring turns of each hit, e.g. {"before": 2, "after": 2}.'),
+]
+
+
 def _recall_request(args: dict[str, Any]) -> dict[str, Any]:
     """``recall``'s arguments as a request of the query contract (None and defaults left out)."""
     req = {k: v for k, v in args.items() if v is not None and v is not False}
@@ -341,28 +359,14 @@ def _recall_tool(server: "MCPServer", memory: Any, ns_of: Callable[[str | None],
         mode: Annotated[Literal["hybrid", "bm25", "vector", "rerank"], Field("hybrid")] = "hybrid",
         query_id: Annotated[str | None, Field(None, max_length=256)] = None,
         fetch_k: Annotated[int | None, Field(None, ge=1, le=10 * max_top_k)] = None,
-        session_id: Annotated[
-            str | list[str] | None, Field(None, description="Only these conversation sessions (an id or a list).")
-        ] = None,
-        user_id: Annotated[_ScopeId, Field(description="Only this user's memories.")] = None,
-        agent_id: Annotated[_ScopeId, Field(description="Only this agent's memories.")] = None,
-        time_range: Annotated[
-            TimeRange | None,
-            Field(
-                None, description='Only what occurred in {"from", "to"} (ISO 8601 or epoch seconds; either end open).'
-            ),
-        ] = None,
-        as_of: Annotated[
-            str | float | None, Field(None, description="The memory as it stood then (later writes unseen).")
-        ] = None,
+        session_id: _Sessions = None,
+        user_id: _UserScope = None,
+        agent_id: _AgentScope = None,
+        time_range: _TimeRangeArg = None,
+        as_of: _AsOf = None,
         include_superseded: Annotated[bool, Field(False, description="Also superseded/forgotten versions.")] = False,
-        now: Annotated[
-            str | float | None, Field(None, description='The time "last week" in search_text counts from.')
-        ] = None,
-        context_window: Annotated[
-            ContextWindow | None,
-            Field(None, description='Neighbouring turns of each hit, e.g. {"before": 2, "after": 2}.'),
-        ] = None,
+        now: _Now = None,
+        context_window: _ContextArg = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         args = {
@@ -397,8 +401,17 @@ def _answer_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
         top_k: Annotated[int, Field(5, ge=1, le=max_top_k, description="Chunks of context.")] = 5,
         metadata_filter: Annotated[dict[str, Any] | None, Field(None)] = None,
         rerank: Annotated[bool, Field(True, description="Rerank the candidates before answering.")] = True,
+        session_id: _Sessions = None,
+        user_id: _UserScope = None,
+        agent_id: _AgentScope = None,
+        time_range: _TimeRangeArg = None,
+        as_of: _AsOf = None,
+        now: _Now = None,
+        context_window: _ContextArg = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
+        scope: dict[str, Any] = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
+        scope.update({"as_of": as_of, "now": now, "time_range": time_range, "context_window": context_window})
         with _tool_errors():
             ans = common.ask(
                 memory,
@@ -407,6 +420,7 @@ def _answer_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
                 metadata_filter=metadata_filter or {},
                 rerank=rerank,
                 namespace=ns_of(namespace),
+                **{k: v for k, v in _recall_request(scope).items() if k != "metadata_filter"},
             )
         return cast(dict[str, Any], ans.model_dump(mode="json"))
 
