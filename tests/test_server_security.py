@@ -26,7 +26,7 @@ from hybridmem.server import common
 from hybridmem.server.auth import HostPolicy
 from hybridmem.server.config import ConfigError, ServerConfig, load_config
 from hybridmem.server.mcp import check_transport
-from server_utils import LiveServer, assert_error
+from server_utils import LiveServer, assert_error, wait_listening
 
 KEY_A = "sk-sec-team-a-01"  # team-a only
 KEY_B = "sk-sec-team-b-01"  # team-b only
@@ -250,17 +250,6 @@ def _free_port(family: int = socket.AF_INET, host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_up(proc: subprocess.Popen, url: str) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.2)
-
-
 def test_serve_on_bracketed_ipv6_loopback(tmp_path: Path) -> None:
     try:
         port = _free_port(socket.AF_INET6, "::1")
@@ -269,7 +258,7 @@ def test_serve_on_bracketed_ipv6_loopback(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     proc = _cli("--embedder", "hash", "serve", "--db", db, "--host", "[::1]", "--port", str(port), background=True)
     try:
-        _wait_up(proc, f"http://[::1]:{port}/healthz")
+        wait_listening(f"http://[::1]:{port}/healthz", proc)
         assert httpx.get(f"http://[::1]:{port}/healthz").json()["status"] == "ok"
         info = json.loads((tmp_path / "m.db.serve.json").read_text())
         assert info["host"] == "::1"  # the discovery file's address is usable: [::1]:port
