@@ -13,9 +13,11 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+import traceback
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,15 +25,24 @@ from ..config import BM25_B as B
 from ..config import BM25_IDF_FLOOR as _IDF_FLOOR
 from ..config import BM25_K1 as K1
 from .cache import ArrayKeyedCache
+from .rwlock import RWLock
 
 __all__ = ["SparseIndex", "K1", "B"]
 
 LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
 
+SAMPLE_STRIDE = 16  # top-k: every 16th chunk's score gives a threshold for the rest
+DIRECT_FACTOR = 8  # an allowed set this much smaller than the postings is scored by binary search
+DF_CACHE = 65_536  # terms whose live document frequency is cached while chunks are dead
+
 
 class SparseIndex:
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # never replaced: a reload swaps the state, not the lock
+        # never replaced: a reload swaps the state, not the locks. Queries read (shared), writes and
+        # reloads write (exclusive): a query scores on views of the arrays, which a write appending
+        # to them must not meet (BufferError), so writes wait for the queries in flight.
+        self._rw = RWLock()
+        self._cache_lock = threading.Lock()  # the caches queries fill (filter masks, live df)
         self.version = -1
         self._post: dict[str, tuple[array[int], array[int]]] = {}  # term -> (positions, term frequencies)
         self._rowids = array("q")
@@ -41,6 +52,9 @@ class SparseIndex:
         self._total_len = 0.0
         self._sorted = True  # rowids non-decreasing: SQLite may re-use the rowid of a deleted last row
         self._masks = ArrayKeyedCache()  # allowed rowids -> boolean mask of allowed live positions
+        self._allowed_at = ArrayKeyedCache()  # allowed rowids -> their live positions
+        self._df: dict[str, tuple[int, int, int]] = {}  # term -> (postings, removals, live postings)
+        self._removals = 0  # chunks removed so far: a cached live document frequency is stale
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -113,6 +127,7 @@ class SparseIndex:
         if p is not None:
             self._alive[p] = 0
             self._total_len -= self._dl[p]
+            self._removals += 1
 
     def load(self, version: int, rows: Iterable[tuple[int, str]]) -> None:
         """Replace the contents with ``rows`` at ``version``. The new state is built aside (queries go
@@ -122,12 +137,12 @@ class SparseIndex:
         fresh._bulk_add(rows)
         fresh.version = version
         state = vars(fresh)
-        del state["_lock"]
-        with self._lock:
+        del state["_rw"], state["_cache_lock"]
+        with self._rw.write():
             self.__dict__.update(state)
 
     def apply(self, version: int, added: Sequence[tuple[int, str]], removed: Sequence[int]) -> None:
-        with self._lock:
+        with self._rw.write():
             for r in removed:
                 self._remove(int(r))
             for rowid, tokens in added:
@@ -158,70 +173,195 @@ class SparseIndex:
         self._alive = bytearray(b"\x01" * len(live))
         self._pos = {r: i for i, (r, _) in enumerate(live)}
         self._sorted = True
+        self._df.clear()
 
-    def _allowed_mask(self, allowed: np.ndarray, rowids: np.ndarray, alive: np.ndarray, n_total: int) -> np.ndarray:
+    def _allowed_mask(
+        self, allowed: np.ndarray, rowids: np.ndarray, alive: np.ndarray | None, n_total: int
+    ) -> np.ndarray:
         """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
-        same array for a repeated filter until chunks change) and index state. Caller holds the lock."""
-        key = (self.version, n_total)  # every committed change bumps the version
-        hit: np.ndarray | None = self._masks.get(allowed, key)
-        if hit is not None:
-            return hit
-        # rowids are appended in increasing order (a re-used rowid repeats: its last entry is the live
-        # one), so positions come from a vectorised binary search
-        want = np.asarray(allowed, dtype=np.int64)
-        if self._sorted:
-            pos = np.searchsorted(rowids, want, side="right") - 1
-            ok = pos >= 0
-            pos, want = pos[ok], want[ok]
-            pos = pos[rowids[pos] == want]
-            mask = np.zeros(n_total, bool)
-            mask[pos] = True
-        else:
-            mask = np.isin(rowids, want)
-        mask &= alive
-        self._masks.put(allowed, key, mask)
-        return mask
+        same array for a repeated filter until chunks change) and index state. Takes the cache lock
+        (queries share the read lock)."""
+        with self._cache_lock:
+            key = (self.version, n_total)  # every committed change bumps the version
+            hit: np.ndarray | None = self._masks.get(allowed, key)
+            if hit is not None:
+                return hit
+            # rowids are appended in increasing order (a re-used rowid repeats: its last entry is the live
+            # one), so positions come from a vectorised binary search
+            want = np.asarray(allowed, dtype=np.int64)
+            if self._sorted:
+                pos = np.searchsorted(rowids, want, side="right") - 1
+                ok = pos >= 0
+                pos, want = pos[ok], want[ok]
+                pos = pos[rowids[pos] == want]
+                mask = np.zeros(n_total, bool)
+                mask[pos] = True
+            else:
+                mask = np.isin(rowids, want)
+            mask &= np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if alive is None else alive
+            self._masks.put(allowed, key, mask)
+            return mask
 
+    # ------------------------------------------------------------------------------------ search
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """Top-k (rowid, bm25) over chunks holding at least one term; ``allowed`` rowids restrict the
-        candidates (a pre-filter: ranking happens among allowed chunks only)."""
-        with self._lock:
-            n_total = len(self._rowids)
-            n_live = len(self._pos)
-            if not n_live or k <= 0:
-                return []
-            alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].astype(bool)
-            # copies, not views: a view exports the array's buffer, and a concurrent apply() would then
-            # fail to append to it (BufferError) while this query scores outside the lock
-            dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total].copy()
-            rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total].copy()
-            avgdl = self._total_len / n_live
-            postings = [
-                (np.frombuffer(p[0], dtype=np.int32).copy(), np.frombuffer(p[1], dtype=np.int32).copy())
-                for t in dict.fromkeys(terms)
-                if (p := self._post.get(t)) is not None
-            ]
-            mask = alive if allowed is None else self._allowed_mask(allowed, rowids, alive, n_total)
-        scores = np.zeros(n_total, np.float32)
-        hit = np.zeros(n_total, bool)
-        for ps, tfs in postings:
-            live = alive[ps]
-            ps, tf = ps[live], tfs[live].astype(np.float32)
-            n_t = len(ps)
-            if not n_t:
-                continue
-            idf = math.log((n_live - n_t + 0.5) / (n_t + 0.5))
-            idf = idf if idf > 0 else _IDF_FLOOR
-            norm = K1 * (1.0 - B + B * dl[ps] / avgdl)
-            scores[ps] += idf * tf * (K1 + 1.0) / (tf + norm)
-            hit[ps] = True
-        cand = np.flatnonzero(hit & mask)
-        if not len(cand):
+        """Top-k (rowid, bm25) over chunks holding at least one term, best first, ties by rowid;
+        ``allowed`` rowids restrict the candidates (a pre-filter: ranking happens among allowed
+        chunks only). An allowed set much smaller than the terms' postings (a session, a user) is
+        scored chunk by chunk (:meth:`_score_positions`), else every posting is (:meth:`_score_all`):
+        the same chunks and the same float32 scores either way."""
+        return self._read(self._search, terms, k, allowed)
+
+    def search_exhaustive(
+        self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        """:meth:`search` scoring every posting of every term: the reference the other path equals."""
+        return self._read(self._score_all, terms, k, allowed)
+
+    def _read(self, fn: Callable[..., list[tuple[int, float]]], *args: Any) -> list[tuple[int, float]]:
+        with self._rw.read():
+            try:
+                return fn(*args)
+            except BaseException as e:
+                # the failed frames hold numpy views of arrays a write appends to (BufferError there)
+                traceback.clear_frames(e.__traceback__)
+                raise
+
+    def _search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        n_total = len(self._rowids)
+        n_live = len(self._pos)
+        if allowed is None or not n_live or k <= 0:
+            return self._score_all(terms, k, allowed)
+        uniq = [(t, p) for t in dict.fromkeys(terms) if (p := self._post.get(t)) is not None]
+        n_post = sum(len(p[0]) for _, p in uniq)
+        rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
+        # the positions of the allowed live chunks: a binary search per allowed rowid and term
+        # costs ~log2(postings) where a scan costs one; so only a much smaller set goes this way
+        if len(allowed) * max(len(uniq), 1) * DIRECT_FACTOR > n_post:
+            return self._score_all(terms, k, allowed)
+        cand = self._allowed_positions(allowed, self._allowed_mask(allowed, rowids, None, n_total))
+        dead = n_total > n_live
+        alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
+        dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
+        return self._score_positions(uniq, cand, alive, dl, rowids, self._total_len / n_live, n_live, k)
+
+    def _score_all(self, terms: Sequence[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        """Every posting of every term scored into one float32 array, in the terms' order; then the
+        top-k by (score, rowid). Caller holds the read lock: the arrays are views, not copies."""
+        n_total = len(self._rowids)
+        n_live = len(self._pos)
+        if not n_live or k <= 0:
             return []
+        dead = n_total > n_live
+        alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
+        dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
+        rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
+        avgdl = self._total_len / n_live
+        scores = np.zeros(n_total, np.float32)
+        for t in dict.fromkeys(terms):
+            if (p := self._post.get(t)) is None:
+                continue
+            ps = np.frombuffer(p[0], dtype=np.int32)
+            tfs = np.frombuffer(p[1], dtype=np.int32)
+            if alive is not None:
+                live = alive[ps]
+                ps, tfs = ps[live], tfs[live]
+            if len(ps):
+                # a weight is > 0 (idf is floored above 0, tf >= 1): a score > 0 is a chunk with a term
+                scores[ps] += _weight(_idf(n_live, len(ps)), tfs.astype(np.float32), dl[ps], avgdl)
+        if allowed is not None:  # (a dead chunk has no score: its postings were skipped)
+            scores *= self._allowed_mask(allowed, rowids, None, n_total)
+        # a threshold no higher than the k-th best: the k-th best of a sample (any subset's k-th best
+        # is at most the whole's), then only the chunks reaching it are ranked
+        tau = 0.0
+        sample = scores[::SAMPLE_STRIDE] if n_total >= k * SAMPLE_STRIDE * 4 else None
+        if sample is not None:
+            tau = float(np.partition(sample, len(sample) - k)[len(sample) - k])
+        cand = np.flatnonzero(scores >= tau) if tau > 0 else np.flatnonzero(scores)
         s = scores[cand]
-        if k < len(cand):
-            top = np.argpartition(-s, k - 1)[:k]
-        else:
-            top = np.arange(len(cand))
-        top = top[np.lexsort((rowids[cand[top]], -s[top]))]
+        top = _top_k(s, rowids[cand], k)
         return [(int(rowids[cand[t]]), float(s[t])) for t in top]
+
+    def _live_df(self, term: str, ps: np.ndarray, alive: np.ndarray | None) -> int:
+        """Live postings of ``term`` (its BM25 document frequency), cached until a posting is added
+        to it or any chunk is removed. Takes the cache lock."""
+        with self._cache_lock:
+            if alive is None:  # no dead position anywhere
+                return len(ps)
+            hit = self._df.get(term)
+            if hit is not None and hit[0] == len(ps) and hit[1] == self._removals:
+                return hit[2]
+            n = int(np.count_nonzero(alive[ps]))
+            if len(self._df) >= DF_CACHE:
+                self._df.pop(next(iter(self._df)))
+            self._df[term] = (len(ps), self._removals, n)
+            return n
+
+    def _allowed_positions(self, allowed: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The positions of the live chunks ``allowed`` names, cached like the mask."""
+        with self._cache_lock:
+            key = (self.version, len(self._rowids))
+            hit: np.ndarray | None = self._allowed_at.get(allowed, key)
+            if hit is None:
+                hit = np.flatnonzero(mask)
+                self._allowed_at.put(allowed, key, hit)
+            return hit
+
+    def _score_positions(
+        self,
+        uniq: list[tuple[str, tuple[array[int], array[int]]]],
+        cand: np.ndarray,
+        alive: np.ndarray | None,
+        dl: np.ndarray,
+        rowids: np.ndarray,
+        avgdl: float,
+        n_live: int,
+        k: int,
+    ) -> list[tuple[int, float]]:
+        """A small allowed set scored directly: each term's postings looked up by binary search
+        (positions ascend in every list), weights summed in the terms' order as :meth:`_score_all`
+        does, so the scores are the same bits."""
+        acc = np.zeros(len(cand), np.float32)
+        hit = np.zeros(len(cand), bool)
+        for t, (pa, ta) in uniq:
+            ps = np.frombuffer(pa, dtype=np.int32)
+            n_t = self._live_df(t, ps, alive)
+            if not n_t or not len(cand):
+                continue
+            j = np.searchsorted(ps, cand)
+            j[j >= len(ps)] = 0
+            there = np.flatnonzero(ps[j] == cand)
+            if not len(there):
+                continue
+            tf = np.frombuffer(ta, dtype=np.int32)[j[there]].astype(np.float32)
+            acc[there] += _weight(_idf(n_live, n_t), tf, dl[cand[there]], avgdl)
+            hit[there] = True
+        got = np.flatnonzero(hit)
+        pos, sc = cand[got], acc[got]
+        top = _top_k(sc, rowids[pos], k)
+        return [(int(rowids[pos[t]]), float(sc[t])) for t in top]
+
+
+def _idf(n_live: int, n_t: int) -> float:
+    idf = math.log((n_live - n_t + 0.5) / (n_t + 0.5))
+    return idf if idf > 0 else _IDF_FLOOR
+
+
+def _weight(idf: float, tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
+    """A term's BM25 weight in each chunk, in float32: one expression for every path, so the pruned
+    and exhaustive scores are the same bits."""
+    norm = K1 * (1.0 - B + B * dl / avgdl)
+    return idf * tf * (K1 + 1.0) / (tf + norm)
+
+
+def _top_k(scores: np.ndarray, rowids: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k best by (score descending, rowid ascending), in that order: one total
+    order, so every path that scores the same chunks returns the same list."""
+    if k < len(scores):
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th largest
+        above = np.flatnonzero(scores > kth)
+        tied = np.flatnonzero(scores == kth)
+        tied = tied[np.argsort(rowids[tied], kind="stable")][: k - len(above)]
+        top = np.concatenate((above, tied))
+    else:
+        top = np.arange(len(scores))
+    return top[np.lexsort((rowids[top], -scores[top]))]
