@@ -24,9 +24,12 @@ from ..errors import EmbedderMismatchError
 from ..filters import Filter
 from ..lru import LRU
 from ..store.base import Allowed, Store, WriteResult
+from ..text.tokenize import TOKENIZER_VERSION
+from . import sparse_file
 from .dense import HNSW_PARAMS, DenseIndex
 from .hnsw_file import HnswFile
 from .sparse import SparseIndex
+from .sparse_file import SparseFile
 from .types import LegHit, QueryEncoder
 
 __all__ = ["LocalLegs", "CHUNK_LOG_LEN", "ALLOWED_LOCK_STRIPES"]
@@ -66,6 +69,7 @@ class LocalLegs:
         # namespace -> recent committed chunk changes (version, rowids added, rowids removed), in order:
         # a cached allowed set catches up from them instead of re-running its filter over every chunk
         self._chunk_log: dict[str, deque[tuple[int, np.ndarray, np.ndarray]]] = {}
+        self._sparse_files: dict[str, SparseFile] = {}
 
     # ------------------------------------------------------------------ the legs
     def sparse(self, namespace: str, terms: Sequence[str], allowed: Allowed | None, k: int) -> list[LegHit]:
@@ -126,6 +130,7 @@ class LocalLegs:
             idx.close()
 
     def close(self) -> None:
+        self.save_sparse()
         for idx in list(self.dense_indexes.values()):
             idx.close()
 
@@ -142,19 +147,63 @@ class LocalLegs:
             self.dense_indexes, self._dense_lock, namespace, lambda: self.store.vector_version(namespace), load
         )
 
+    def _writable(self) -> bool:
+        path = getattr(self.store, "path", None)
+        return isinstance(path, str) and path != ":memory:" and not getattr(self.store, "read_only", False)
+
+    def _sparse_file(self, namespace: str) -> SparseFile | None:
+        """Where the namespace's BM25 postings are saved: beside the store file (``<db>.bm25/``),
+        described by the tokenizer that produced them; None in memory and on PostgreSQL."""
+        path = getattr(self.store, "path", None)
+        if not isinstance(path, str) or path == ":memory:":
+            return None
+        f = self._sparse_files.get(namespace)
+        if f is None:
+            f = self._sparse_files[namespace] = SparseFile(
+                Path(path + ".bm25"), namespace, {"tokenizer": TOKENIZER_VERSION}
+            )
+        return f
+
+    def save_sparse(self) -> None:
+        """Save every loaded BM25 index that is current and changed since its last save (at close:
+        the next process starts from here instead of reading every chunk's tokens)."""
+        if not self._writable():
+            return
+        for ns, sp in list(self.sparse_indexes.items()):
+            saved = self._sparse_file(ns)
+            if saved is None or len(sp) < sparse_file.SNAPSHOT_MIN or sp.version in (-1, saved.saved_version):
+                continue
+            try:
+                if sp.version == self.store.chunk_version(ns):
+                    saved.save(sp)
+            except Exception as e:  # closing must not fail for a snapshot
+                log.warning("could not save the BM25 postings of %r: %s: %s", ns, type(e).__name__, e)
+
     def _hnsw_file(self, namespace: str, dim: int) -> HnswFile | None:
         """Where the namespace's HNSW graph is saved: beside a writable store file (``<db>.hnsw/``),
         described by the embedder, dimension and graph parameters it was built with; None in memory."""
-        path = getattr(self.store, "path", None)
-        if not isinstance(path, str) or path == ":memory:" or getattr(self.store, "read_only", False):
+        if not self._writable():
             return None
+        path = str(getattr(self.store, "path"))
         describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS}
         return HnswFile(Path(path + ".hnsw"), namespace, describe)
 
     def sparse_index(self, namespace: str) -> SparseIndex:
         def load(sp: SparseIndex | None) -> SparseIndex:
+            saved = self._sparse_file(namespace)
+            if sp is None and saved is not None:  # this process's first load: the snapshot, if current
+                got = saved.restore(
+                    self.store.chunk_version(namespace),
+                    self.store.chunk_count(namespace),
+                    lambda rowids: self.store.tokens_for(namespace, rowids),
+                )
+                if got is not None:
+                    return got
             sp = sp or SparseIndex()
             sp.load(*self.store.load_tokens(namespace))
+            if saved is not None and self._writable() and len(sp) >= sparse_file.SNAPSHOT_MIN:
+                # for the next process; in the background, the query does not wait for the disk
+                threading.Thread(target=saved.save, args=(sp,), name="hybridmem-bm25-save", daemon=True).start()
             return sp
 
         return self._synced(

@@ -202,6 +202,68 @@ class SparseIndex:
             self._masks.put(allowed, key, mask)
             return mask
 
+    # ------------------------------------------------------------------------------------ snapshot
+    def dump(self, write: Callable[[Any], object]) -> dict[str, Any]:
+        """Write the whole state through ``write`` (bytes-like pieces, in order): rowids, lengths,
+        liveness, the terms, their postings offsets, every positions list, every tf list. Returns
+        what :meth:`undump` needs to read it back. Holds the read lock: writes wait meanwhile."""
+        with self._rw.read():
+            terms = list(self._post)
+            lens = np.fromiter((len(self._post[t][0]) for t in terms), np.int64, len(terms))
+            off = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+            blob = "\n".join(terms).encode("utf-8")  # a token never holds whitespace
+            n_total = len(self._rowids)
+            sizes = [n_total * 8, n_total * 4, n_total, len(blob), len(off) * 8, int(off[-1]) * 4, int(off[-1]) * 4]
+            write(memoryview(self._rowids).cast("B"))
+            write(memoryview(self._dl).cast("B"))
+            write(bytes(self._alive[:n_total]))
+            write(blob)
+            write(off.tobytes())
+            for t in terms:
+                write(memoryview(self._post[t][0]).cast("B"))
+            for t in terms:
+                write(memoryview(self._post[t][1]).cast("B"))
+            return {
+                "version": self.version,
+                "chunks": n_total,
+                "live": len(self._pos),
+                "terms": len(terms),
+                "total_len": self._total_len,
+                "sorted": self._sorted,
+                "sizes": sizes,
+            }
+
+    @classmethod
+    def undump(cls, buf: memoryview, meta: dict[str, Any]) -> SparseIndex:
+        """The index :meth:`dump` wrote (``buf`` holds exactly its bytes; ``meta`` is what it returned)."""
+        n_total, n_terms = int(meta["chunks"]), int(meta["terms"])
+        cuts = np.concatenate(([0], np.cumsum(meta["sizes"]))).tolist()
+        part = [buf[a:b] for a, b in zip(cuts, cuts[1:])]
+        idx = cls()
+        idx._rowids.frombytes(part[0])
+        idx._dl.frombytes(part[1])
+        idx._alive = bytearray(part[2])
+        terms = bytes(part[3]).decode("utf-8").split("\n") if n_terms else []
+        off = np.frombuffer(part[4], dtype=np.int64).tolist()
+        if len(idx._rowids) != n_total or len(idx._dl) != n_total or len(terms) != n_terms or len(off) != n_terms + 1:
+            raise ValueError("the snapshot's sections do not match its description")
+        pos, tfs = part[5], part[6]
+        for i, t in enumerate(terms):
+            a, b = off[i] * 4, off[i + 1] * 4
+            ps, tf = array("i"), array("i")
+            ps.frombytes(pos[a:b])
+            tf.frombytes(tfs[a:b])
+            idx._post[t] = (ps, tf)
+        rowids = np.frombuffer(idx._rowids, dtype=np.int64)
+        live = np.flatnonzero(np.frombuffer(idx._alive, dtype=np.uint8))
+        idx._pos = dict(zip(rowids[live].tolist(), live.tolist()))
+        if len(idx._pos) != int(meta["live"]):
+            raise ValueError("the snapshot's live chunks do not match its description")
+        idx._total_len = float(meta["total_len"])
+        idx._sorted = bool(meta["sorted"])
+        idx.version = int(meta["version"])
+        return idx
+
     # ------------------------------------------------------------------------------------ search
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top-k (rowid, bm25) over chunks holding at least one term, best first, ties by rowid;

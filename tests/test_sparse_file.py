@@ -1,0 +1,230 @@
+"""Saved BM25 postings (issue 18): a new process reads the namespace's postings back instead of
+reading and counting every chunk's tokens; a snapshot that is stale, foreign, of another tokenizer,
+truncated, corrupt or of another store file is refused (logged) and the postings load from the
+store; a save killed at any moment leaves a snapshot that is either exact or refused."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hybridmem import Memory
+from hybridmem.retrieve import sparse_file
+from hybridmem.retrieve.sparse import SparseIndex
+from hybridmem.retrieve.sparse_file import SparseFile
+from hybridmem.text.tokenize import query_tokens
+
+NS = "default"
+_R = random.Random(0)
+WORDS = ["".join(_R.choices("abcdefghijklmnopqrstuvwxyz", k=6)) for _ in range(1500)]
+QUERIES = [" ".join(_R.choices(WORDS[:200], k=3)) for _ in range(20)] + ["T-17", "T-401 ticket"]
+
+
+@pytest.fixture(autouse=True)
+def small_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
+
+
+def _docs(rng: random.Random, n: int, start: int = 0) -> list[dict]:
+    return [
+        {"id": f"d{start + i}", "text": " ".join(rng.choices(WORDS, k=rng.randint(5, 30))) + f" ticket T-{start + i}"}
+        for i in range(n)
+    ]
+
+
+def _open(db: Path) -> Memory:
+    return Memory(db, embedder="hash", auto_embed=False)
+
+
+def _bm25(m: Memory) -> dict[str, list[tuple[str, float]]]:
+    return {q: [(r.chunk_id, r.rrf_score) for r in m.search(q, mode="bm25", top_k=10).results] for q in QUERIES}
+
+
+def _from_store(m: Memory) -> SparseIndex:
+    idx = SparseIndex()
+    idx.load(*m.store.load_tokens(NS))
+    return idx
+
+
+def _no_store_load(m: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(ns: str):  # type: ignore[no-untyped-def]
+        raise AssertionError("the postings were loaded from the store, not from the snapshot")
+
+    monkeypatch.setattr(m.store, "load_tokens", refuse)
+
+
+def _built(db: Path, n: int = 600) -> dict[str, list[tuple[str, float]]]:
+    """A store whose snapshot reflects it: loaded, written to (replacements, deletes), closed."""
+    rng = random.Random(1)
+    with _open(db) as m:
+        m.add_documents(_docs(rng, n))
+        _bm25(m)  # loads the postings (and saves them in the background)
+        m.add_documents(_docs(rng, 40, start=5))  # replaces d5..d44
+        m.delete("d7")
+        m.add_documents(_docs(rng, 30, start=n))
+        want = _bm25(m)
+    return want  # closing saved the postings at the last version
+
+
+def test_a_new_process_reads_the_saved_postings_and_answers_the_same(tmp_path: Path, monkeypatch) -> None:
+    db = tmp_path / "m.db"
+    want = _built(db)
+    assert list((tmp_path / "m.db.bm25").glob("*.postings"))
+    m = _open(db)
+    fresh = _from_store(m)  # the reference, read before the store's load is refused
+    _no_store_load(m, monkeypatch)
+    try:
+        assert _bm25(m) == want
+        idx = m.legs.sparse_index(NS)
+        for q in QUERIES + [" ".join(WORDS[:64])]:
+            terms = query_tokens(q)
+            assert idx.search(terms, 50) == fresh.search(terms, 50)
+        assert len(idx) == len(fresh) == 600 + 30 - 1
+        # it keeps taking writes like an index loaded from the store
+        m.add("a note about zebrafish quotas", id="z")
+        assert m.search("zebrafish", mode="bm25").results[0].chunk_id.startswith("z_")
+    finally:
+        m.close()
+
+
+def test_a_stale_snapshot_is_refused_and_the_store_answers(tmp_path: Path, caplog) -> None:
+    db = tmp_path / "m.db"
+    _built(db)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(sparse_file, "SNAPSHOT_MIN", 10**9)  # a writer that saves nothing
+    with _open(db) as m:
+        m.add("written after the snapshot: quokka", id="late")
+    monkey.undo()
+    with caplog.at_level(logging.WARNING, logger="hybridmem.retrieve.sparse_file"), _open(db) as m:
+        assert m.search("quokka", mode="bm25").results[0].chunk_id.startswith("late_")
+        assert _bm25(m) == {q: [(h.chunk_id, h.rrf_score) for h in _ref(m, q)] for q in QUERIES}
+    assert "reflects chunk version" in caplog.text
+
+
+def _ref(m: Memory, q: str):  # type: ignore[no-untyped-def]
+    return m.search(q, mode="bm25", top_k=10).results
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    elif how == "flip":
+        data[len(data) // 3] ^= 0x55
+        path.write_bytes(bytes(data))
+    elif how == "garbage":
+        path.write_bytes(b"not a snapshot at all")
+
+
+@pytest.mark.parametrize(
+    "how, reason",
+    [
+        ("truncate", "truncated"),
+        ("flip", "checksum"),
+        ("garbage", "not a postings snapshot"),
+        ("tokenizer", "another tokenizer"),
+    ],
+)
+def test_a_damaged_or_foreign_snapshot_is_refused(tmp_path: Path, caplog, monkeypatch, how: str, reason: str) -> None:
+    db = tmp_path / "m.db"
+    want = _built(db)
+    (path,) = (tmp_path / "m.db.bm25").glob("*.postings")
+    if how == "tokenizer":
+        from hybridmem.retrieve import local
+
+        monkeypatch.setattr(local, "TOKENIZER_VERSION", "tokenizer-of-another-release")
+    else:
+        _damage(path, how)
+    with caplog.at_level(logging.WARNING, logger="hybridmem.retrieve.sparse_file"), _open(db) as m:
+        assert _bm25(m) == want
+    assert reason in caplog.text
+
+
+def test_another_store_at_the_same_version_is_caught_by_the_probe(tmp_path: Path, caplog) -> None:
+    """The store file replaced by another that reached the same chunk version with as many chunks:
+    the snapshot's description matches, the sampled chunks' tokens do not."""
+    db = tmp_path / "m.db"
+    rng = random.Random(5)
+    with _open(db) as m:
+        m.add_documents(_docs(rng, 300))
+        _bm25(m)
+        m.add("one more", id="extra")  # a change since the load: closing saves
+    for f in tmp_path.glob("m.db*"):
+        if f.is_file():
+            f.unlink()
+    with _open(db) as m:  # same calls, other texts: same version, same count
+        m.add_documents(_docs(random.Random(99), 300))
+        m.add("one more", id="extra")
+    with caplog.at_level(logging.WARNING, logger="hybridmem.retrieve.sparse_file"), _open(db) as m:
+        got = _bm25(m)
+        want = {q: [(h.chunk_id, h.rrf_score) for h in _ref(m, q)] for q in QUERIES}
+        fresh = _from_store(m)
+        assert got == want and len(m.legs.sparse_index(NS)) == len(fresh)
+    assert "differ from the snapshot" in caplog.text or "tokens in the store" in caplog.text
+
+
+CHILD = r"""
+import sys
+from hybridmem import Memory
+from hybridmem.retrieve import sparse_file
+m = Memory(sys.argv[1], embedder="hash", auto_embed=False)
+idx = m.legs.sparse_index("default")
+f = sparse_file.SparseFile(__import__("pathlib").Path(sys.argv[1] + ".bm25"), "default", {"tokenizer": "t"})
+n = 0
+while True:
+    f.save(idx)
+    n += 1
+    if n == 1:
+        print("saved", flush=True)
+"""
+
+
+def test_sigkill_during_saves_leaves_an_exact_or_refused_snapshot(tmp_path: Path) -> None:
+    """SIGKILL at random moments of repeated saves, 20 times: what is on disk restores to exactly
+    the store's postings, or is refused; never a wrong index, never an exception."""
+    db = tmp_path / "m.db"
+    with _open(db) as m:
+        m.add_documents(_docs(random.Random(2), 3000))
+        version, live = m.store.chunk_version(NS), m.store.chunk_count(NS)
+        truth = _from_store(m)
+    restored = refused = 0
+    store = Memory(db, embedder="hash", auto_embed=False)
+    try:
+        for i in range(20):
+            child = subprocess.Popen([sys.executable, "-c", CHILD, str(db)], stdout=subprocess.PIPE, text=True)
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "saved"
+            time.sleep(random.Random(i).uniform(0.0, 0.2))
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait()
+            f = SparseFile(Path(str(db) + ".bm25"), NS, {"tokenizer": "t"})
+            idx = f.restore(version, live, lambda r: store.store.tokens_for(NS, r))
+            if idx is None:
+                refused += 1
+                continue
+            restored += 1
+            for terms in (["ticket"], [WORDS[3], WORDS[9]], WORDS[:30]):
+                assert idx.search(terms, 20) == truth.search(terms, 20)
+            assert len(idx) == len(truth)
+        leftovers = list(Path(str(db) + ".bm25").glob("*.tmp"))
+    finally:
+        store.close()
+    assert restored >= 15, (restored, refused)  # the rename is atomic: the old file stays whole
+    assert all(p.name.endswith(".tmp") for p in leftovers)
+
+
+def test_no_snapshot_below_the_threshold(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 1000)
+    db = tmp_path / "m.db"
+    with _open(db) as m:
+        m.add_documents(_docs(random.Random(4), 200))
+        assert _bm25(m)["T-17"][0][0].startswith("d17_")
+    assert not (tmp_path / "m.db.bm25").exists()
