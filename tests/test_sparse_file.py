@@ -228,3 +228,34 @@ def test_no_snapshot_below_the_threshold(tmp_path: Path, monkeypatch) -> None:
         m.add_documents(_docs(random.Random(4), 200))
         assert _bm25(m)["T-17"][0][0].startswith("d17_")
     assert not (tmp_path / "m.db.bm25").exists()
+
+
+def test_a_long_running_process_saves_again_after_a_tenth_changed(tmp_path: Path, monkeypatch) -> None:
+    """Without a close (a crash, a kill): the snapshot is at most a tenth of the namespace behind,
+    here exactly current, and the next process reads it."""
+    monkeypatch.setattr(sparse_file, "RESAVE_MIN", 10)
+    db, rng = tmp_path / "m.db", random.Random(8)
+    m = _open(db)
+    m.add_documents(_docs(rng, 600))
+    _bm25(m)
+    saved = m.legs._sparse_files[NS]
+
+    def settled(version: int) -> bool:
+        deadline = time.time() + 30
+        while saved.saved_version != version and time.time() < deadline:
+            time.sleep(0.02)
+        with saved._saving:  # no save still running
+            return saved.saved_version == version
+
+    assert settled(m.store.chunk_version(NS))  # the save after the load
+    m.add_documents(_docs(rng, 70, start=600))  # 70 >= 600 // 10
+    assert settled(m.store.chunk_version(NS))
+    want = _bm25(m)
+    monkeypatch.setattr(m.legs, "save_sparse", lambda: None)  # as if killed: no save at close
+    m.close()
+    m2 = _open(db)
+    _no_store_load(m2, monkeypatch)
+    try:
+        assert _bm25(m2) == want
+    finally:
+        m2.close()

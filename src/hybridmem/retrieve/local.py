@@ -203,7 +203,7 @@ class LocalLegs:
             sp.load(*self.store.load_tokens(namespace))
             if saved is not None and self._writable() and len(sp) >= sparse_file.SNAPSHOT_MIN:
                 # for the next process; in the background, the query does not wait for the disk
-                threading.Thread(target=saved.save, args=(sp,), name="hybridmem-bm25-save", daemon=True).start()
+                saved.save_in_background(sp)
             return sp
 
         return self._synced(
@@ -274,6 +274,10 @@ class LocalLegs:
                 sp.version = -1
                 continue
             sp.apply(version, self.store.tokens_for(ns, added) if added else [], removed)
+            if (saved := self._sparse_files.get(ns)) is not None and self._writable():
+                saved.unsaved += len(added) + len(removed)
+                if len(sp) >= sparse_file.SNAPSHOT_MIN and saved.due(len(sp)):
+                    saved.save_in_background(sp)
         for ns, version, added, removed in res.vec_changes:
             idx = self.dense_indexes.get(ns)
             if idx is None:

@@ -23,6 +23,7 @@ import logging
 import mmap
 import os
 import random
+import threading
 import time
 import uuid
 import zlib
@@ -43,6 +44,8 @@ FORMAT = 1
 MAGIC = b"hybridmem-bm25-postings\n"
 #: namespaces with fewer live chunks load from the store (well under a second) and are not saved
 SNAPSHOT_MIN = 20_000
+#: chunk changes after which a loaded index is saved again (and at least a tenth of the namespace)
+RESAVE_MIN = 2_000
 #: chunks whose tokens are read from the store and checked against a snapshot before it is used
 PROBE = 32
 
@@ -68,10 +71,38 @@ class SparseFile:
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
         #: the index version last saved or restored here (a save of the same version is skipped)
         self.saved_version = -1
+        #: chunks added or removed since the last save began (a long-running process re-saves after
+        #: a tenth of the namespace changed: a crash then costs a load, not every write since start)
+        self.unsaved = 0
+        self._saving = threading.Lock()
+
+    def save_in_background(self, idx: SparseIndex) -> None:
+        """:meth:`save` in a daemon thread, unless a save of this file is already running."""
+        if not self._saving.acquire(blocking=False):
+            return
+        self.unsaved = 0
+
+        def run() -> None:
+            try:
+                self._save(idx)
+            finally:
+                self._saving.release()
+
+        threading.Thread(target=run, name="hybridmem-bm25-save", daemon=True).start()
+
+    def due(self, size: int) -> bool:
+        """Enough of a namespace of ``size`` chunks changed since the last save to save again."""
+        return self.unsaved >= max(RESAVE_MIN, size // 10)
 
     # ---------------------------------------------------------------- save
     def save(self, idx: SparseIndex) -> bool:
-        """Write the snapshot aside, sync, rename into place. False (logged) when it cannot be written."""
+        """Write the snapshot aside, sync, rename into place, after any save of this file still
+        running (saves land in order: an older one never replaces a newer). False (logged) when it
+        cannot be written."""
+        with self._saving:
+            return self._save(idx)
+
+    def _save(self, idx: SparseIndex) -> bool:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
