@@ -7,10 +7,8 @@ corpora of ../shared/data tokenized as ingest does; and with queries and writes 
 
 from __future__ import annotations
 
-import math
 import random
 import threading
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import pytest
 from hybridmem.retrieve import sparse
 from hybridmem.retrieve.rwlock import RWLock
 from hybridmem.retrieve.sparse import SparseIndex
+from test_sparse import brute  # BM25 by brute force, in float64
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -35,22 +34,6 @@ class Counting:
             return real(*a)
 
         idx._score_positions = wrapped  # type: ignore[method-assign]
-
-
-def brute(docs: dict[int, list[str]], terms: list[str], allowed: set[int] | None) -> dict[int, float]:
-    n = len(docs)
-    avgdl = sum(len(t) for t in docs.values()) / n
-    out: dict[int, float] = {}
-    for t in dict.fromkeys(terms):
-        df = sum(1 for toks in docs.values() if t in toks)
-        if not df:
-            continue
-        idf = max(math.log((n - df + 0.5) / (df + 0.5)), 0) or 1e-6
-        for r, toks in docs.items():
-            tf = Counter(toks)[t]
-            if tf and (allowed is None or r in allowed):
-                out[r] = out.get(r, 0.0) + idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(toks) / avgdl))
-    return out
 
 
 def check_top(got: list[tuple[int, float]], want: dict[int, float], k: int) -> None:

@@ -22,13 +22,14 @@ import hashlib
 import json
 import logging
 import os
-import time
 import uuid
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .files import fsync_dir, sweep_tmp
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -48,17 +49,6 @@ def _crc(path: Path) -> int:
         while block := f.read(1 << 24):
             crc = zlib.crc32(block, crc)
     return crc
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class HnswFile:
@@ -81,7 +71,7 @@ class HnswFile:
         tmp_graph, tmp_meta = self.graph.with_suffix(".usearch" + tag), self.meta.with_suffix(".json" + tag)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._sweep()
+            sweep_tmp(self.directory, self.graph.stem)
             index.save(str(tmp_graph))
             with open(tmp_graph, "rb+") as f:
                 os.fsync(f.fileno())
@@ -92,23 +82,13 @@ class HnswFile:
                 os.fsync(f.fileno())
             os.replace(tmp_graph, self.graph)
             os.replace(tmp_meta, self.meta)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             return True
         except OSError as e:  # a read-only directory, a full disk: the graph stays in memory only
             log.warning("could not save the HNSW graph to %s: %s", self.graph, e)
             for leftover in (tmp_graph, tmp_meta):
                 leftover.unlink(missing_ok=True)
             return False
-
-    def _sweep(self) -> None:
-        """Delete what saves killed mid-way left (temporary files over an hour old)."""
-        old = time.time() - 3600
-        for f in self.directory.glob(f"{self.graph.stem}.*.tmp"):
-            try:
-                if f.stat().st_mtime < old:
-                    f.unlink()
-            except OSError:
-                pass
 
     # ---------------------------------------------------------------- restore
     def _usable(self) -> str | None:

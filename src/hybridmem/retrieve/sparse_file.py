@@ -24,7 +24,6 @@ import mmap
 import os
 import random
 import threading
-import time
 import uuid
 import zlib
 from collections import Counter
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .files import fsync_dir, sweep_tmp
 from .sparse import SparseIndex
 
 __all__ = ["SparseFile", "SNAPSHOT_MIN"]
@@ -48,17 +48,6 @@ SNAPSHOT_MIN = 20_000
 RESAVE_MIN = 2_000
 #: chunks whose tokens are read from the store and checked against a snapshot before it is used
 PROBE = 32
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class SparseFile:
@@ -106,7 +95,7 @@ class SparseFile:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._sweep()
+            sweep_tmp(self.directory, self.path.name)
             with open(tmp, "wb") as f:
                 f.write(MAGIC)
                 f.write(b"\0" * 16)  # the body's and the description's lengths, filled in below
@@ -127,23 +116,13 @@ class SparseFile:
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             self.saved_version = int(meta["version"])
             return True
         except OSError as e:  # a read-only directory, a full disk: the postings stay in memory only
             log.warning("could not save the BM25 postings to %s: %s", self.path, e)
             tmp.unlink(missing_ok=True)
             return False
-
-    def _sweep(self) -> None:
-        """Delete what saves killed mid-way left (temporary files over an hour old)."""
-        old = time.time() - 3600
-        for f in self.directory.glob(f"{self.path.name}.*.tmp"):
-            try:
-                if f.stat().st_mtime < old:
-                    f.unlink()
-            except OSError:
-                pass
 
     # ---------------------------------------------------------------- restore
     def restore(
