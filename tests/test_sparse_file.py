@@ -180,6 +180,7 @@ idx = m.legs.sparse_index("default")
 f = sparse_file.SparseFile(__import__("pathlib").Path(sys.argv[1] + ".bm25"), "default", {"tokenizer": "t"})
 n = 0
 while True:
+    f.saved_version = -1  # write again (a save of the version already saved is skipped)
     f.save(idx)
     n += 1
     if n == 1:

@@ -89,6 +89,8 @@ class SparseFile:
         running (saves land in order: an older one never replaces a newer). False (logged) when it
         cannot be written."""
         with self._saving:
+            if idx.version == self.saved_version:  # a background save just wrote this version
+                return True
             return self._save(idx)
 
     def _save(self, idx: SparseIndex) -> bool:
