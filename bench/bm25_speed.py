@@ -150,7 +150,7 @@ def baseline_search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndar
             for t in dict.fromkeys(terms)
             if (p := idx._post.get(t)) is not None
         ]
-        mask = alive if allowed is None else idx._allowed_mask(allowed, rowids, alive, n_total)
+        mask = alive if allowed is None else idx._allowed_mask(allowed, rowids, n_total)
     scores = np.zeros(n_total, np.float32)
     hit = np.zeros(n_total, bool)
     for ps, tfs in postings:

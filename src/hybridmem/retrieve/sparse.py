@@ -175,9 +175,7 @@ class SparseIndex:
         self._sorted = True
         self._df.clear()
 
-    def _allowed_mask(
-        self, allowed: np.ndarray, rowids: np.ndarray, alive: np.ndarray | None, n_total: int
-    ) -> np.ndarray:
+    def _allowed_mask(self, allowed: np.ndarray, rowids: np.ndarray, n_total: int) -> np.ndarray:
         """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
         same array for a repeated filter until chunks change) and index state. Takes the cache lock
         (queries share the read lock)."""
@@ -198,7 +196,7 @@ class SparseIndex:
                 mask[pos] = True
             else:
                 mask = np.isin(rowids, want)
-            mask &= np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if alive is None else alive
+            mask &= np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool)
             self._masks.put(allowed, key, mask)
             return mask
 
@@ -264,6 +262,35 @@ class SparseIndex:
         idx.version = int(meta["version"])
         return idx
 
+    def sample_rowids(self, n: int, seed: int) -> list[int]:
+        """Up to ``n`` live rowids drawn at random (reproducibly by ``seed``)."""
+        with self._rw.read():
+            live = np.flatnonzero(np.frombuffer(self._alive, dtype=np.uint8))
+            pick = np.random.default_rng(seed).choice(live, size=min(n, len(live)), replace=False)
+            return [int(r) for r in np.frombuffer(self._rowids, dtype=np.int64)[np.sort(pick)]]
+
+    def differs(self, rowid: int, tokens: str) -> str | None:
+        """None when the index holds chunk ``rowid`` with exactly ``tokens`` (its length, and each
+        term's tf at its position), else what differs."""
+        toks = tokens.split()
+        with self._rw.read():
+            p = self._pos.get(rowid)
+            if p is None:
+                return "not in the index"
+            if self._dl[p] != len(toks):
+                return f"{len(toks)} tokens, {int(self._dl[p])} in the index"
+            for term, tf in Counter(toks).items():
+                post = self._post.get(term)
+                if post is None:
+                    return f"term {term!r} is not in the index"
+                ps = np.frombuffer(post[0], dtype=np.int32)
+                j = int(np.searchsorted(ps, p))
+                found = j < len(ps) and ps[j] == p and post[1][j] == tf
+                del ps  # a view: never kept past the read lock
+                if not found:
+                    return f"term {term!r} is not there {tf} times"
+        return None
+
     # ------------------------------------------------------------------------------------ search
     def search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top-k (rowid, bm25) over chunks holding at least one term, best first, ties by rowid;
@@ -300,7 +327,7 @@ class SparseIndex:
         # costs ~log2(postings) where a scan costs one; so only a much smaller set goes this way
         if len(allowed) * max(len(uniq), 1) * DIRECT_FACTOR > n_post:
             return self._score_all(terms, k, allowed)
-        cand = self._allowed_positions(allowed, self._allowed_mask(allowed, rowids, None, n_total))
+        cand = self._allowed_positions(allowed, self._allowed_mask(allowed, rowids, n_total))
         dead = n_total > n_live
         alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
         dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
@@ -331,7 +358,7 @@ class SparseIndex:
                 # a weight is > 0 (idf is floored above 0, tf >= 1): a score > 0 is a chunk with a term
                 scores[ps] += _weight(_idf(n_live, len(ps)), tfs.astype(np.float32), dl[ps], avgdl)
         if allowed is not None:  # (a dead chunk has no score: its postings were skipped)
-            scores *= self._allowed_mask(allowed, rowids, None, n_total)
+            scores *= self._allowed_mask(allowed, rowids, n_total)
         # a threshold no higher than the k-th best: the k-th best of a sample (any subset's k-th best
         # is at most the whole's), then only the chunks reaching it are ranked
         tau = 0.0
@@ -346,9 +373,9 @@ class SparseIndex:
     def _live_df(self, term: str, ps: np.ndarray, alive: np.ndarray | None) -> int:
         """Live postings of ``term`` (its BM25 document frequency), cached until a posting is added
         to it or any chunk is removed. Takes the cache lock."""
+        if alive is None:  # no dead position anywhere
+            return len(ps)
         with self._cache_lock:
-            if alive is None:  # no dead position anywhere
-                return len(ps)
             hit = self._df.get(term)
             if hit is not None and hit[0] == len(ps) and hit[1] == self._removals:
                 return hit[2]
@@ -409,8 +436,8 @@ def _idf(n_live: int, n_t: int) -> float:
 
 
 def _weight(idf: float, tf: np.ndarray, dl: np.ndarray, avgdl: float) -> np.ndarray:
-    """A term's BM25 weight in each chunk, in float32: one expression for every path, so the pruned
-    and exhaustive scores are the same bits."""
+    """A term's BM25 weight in each chunk, in float32: one expression for both scoring paths, so
+    their scores are the same bits."""
     norm = K1 * (1.0 - B + B * dl / avgdl)
     return idf * tf * (K1 + 1.0) / (tf + norm)
 

@@ -22,16 +22,12 @@ import json
 import logging
 import mmap
 import os
-import random
 import threading
 import uuid
 import zlib
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .files import fsync_dir, sweep_tmp
 from .sparse import SparseIndex
@@ -186,20 +182,11 @@ class SparseFile:
 def _probe(idx: SparseIndex, tokens_for: Callable[[Sequence[int]], list[tuple[int, str]]]) -> str | None:
     """None when a sample of live chunks holds, in the store, exactly the tokens the snapshot has
     for them (each term's tf at the chunk's position, and the chunk's length)."""
-    live = sorted(idx._pos)
-    sample = random.Random(len(live)).sample(live, min(PROBE, len(live)))
+    sample = idx.sample_rowids(PROBE, seed=len(idx))
     got = dict(tokens_for(sample))
     for rowid in sample:
         if rowid not in got:
             return f"chunk {rowid} is not in the store"
-        toks = got[rowid].split()
-        p = idx._pos[rowid]
-        if idx._dl[p] != len(toks):
-            return f"chunk {rowid} has {len(toks)} tokens in the store, {int(idx._dl[p])} in the snapshot"
-        for term, tf in Counter(toks).items():
-            post = idx._post.get(term)
-            ps = np.frombuffer(post[0], dtype=np.int32) if post is not None else np.zeros(0, np.int32)
-            j = int(np.searchsorted(ps, p))
-            if j >= len(ps) or ps[j] != p or post is None or post[1][j] != tf:
-                return f"chunk {rowid}'s tokens differ from the snapshot's"
+        if (why := idx.differs(rowid, got[rowid])) is not None:
+            return f"chunk {rowid}: the store's tokens differ from the snapshot's ({why})"
     return None
