@@ -147,15 +147,19 @@ class LocalLegs:
             self.dense_indexes, self._dense_lock, namespace, lambda: self.store.vector_version(namespace), load
         )
 
-    def _writable(self) -> bool:
+    def _store_file(self) -> str | None:
+        """The store's file, or None (in memory, or not a file: PostgreSQL)."""
         path = getattr(self.store, "path", None)
-        return isinstance(path, str) and path != ":memory:" and not getattr(self.store, "read_only", False)
+        return path if isinstance(path, str) and path != ":memory:" else None
+
+    def _writable(self) -> bool:
+        return self._store_file() is not None and not getattr(self.store, "read_only", False)
 
     def _sparse_file(self, namespace: str) -> SparseFile | None:
         """Where the namespace's BM25 postings are saved: beside the store file (``<db>.bm25/``),
         described by the tokenizer that produced them; None in memory and on PostgreSQL."""
-        path = getattr(self.store, "path", None)
-        if not isinstance(path, str) or path == ":memory:":
+        path = self._store_file()
+        if path is None:
             return None
         f = self._sparse_files.get(namespace)
         if f is None:
@@ -182,9 +186,9 @@ class LocalLegs:
     def _hnsw_file(self, namespace: str, dim: int) -> HnswFile | None:
         """Where the namespace's HNSW graph is saved: beside a writable store file (``<db>.hnsw/``),
         described by the embedder, dimension and graph parameters it was built with; None in memory."""
-        if not self._writable():
+        path = self._store_file()
+        if path is None or not self._writable():
             return None
-        path = str(getattr(self.store, "path"))
         describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS}
         return HnswFile(Path(path + ".hnsw"), namespace, describe)
 
