@@ -329,13 +329,29 @@ def test_a_tenant_past_its_share_gets_429_others_do_not(shared_mem: Memory) -> N
         assert a.post("/v1/query", json={"search_text": "pool"}).status_code == 200  # slots came back
 
 
-def test_over_its_share_a_request_waits_in_the_queue(shared_mem: Memory) -> None:
+def test_over_its_share_a_request_waits_in_the_queue(shared_mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmem.server import limits
+
+    entered: list[str] = []  # requests that asked the tenant's slots for one (running or queued)
+    real = limits.TenantSlots.acquire
+
+    async def counted(self: limits.TenantSlots, tenant: str, timeout: float):  # type: ignore[no-untyped-def]
+        entered.append(tenant)
+        return await real(self, tenant, timeout)
+
+    monkeypatch.setattr(limits.TenantSlots, "acquire", counted)
     gate = Gate(shared_mem)
     cfg = ServerConfig(max_concurrent_per_tenant=1, max_queued_per_tenant=1)
     with LiveServer(Proxy(shared_mem, search=gate.search), cfg) as s, s.client() as c:
         threads, done = _in_threads(lambda: s.client().post("/v1/query", json={"search_text": "pool"}), 2)
         gate.wait_running(1)
-        time.sleep(0.3)  # the second one is queued, not running
+        # the second one has reached the server and is queued, not running (a fixed sleep here
+        # lost the race on a loaded machine: the third request below took the queue's place)
+        deadline = time.monotonic() + 10
+        while len(entered) < 2:
+            assert time.monotonic() < deadline, f"{len(entered)} of 2 requests reached the slots"
+            time.sleep(0.01)
+        time.sleep(0.05)
         assert gate.running == 1
         assert_error(c.post("/v1/query", json={"search_text": "pool"}), 429, "too_many_requests")
         gate.release.set()
