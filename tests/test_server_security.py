@@ -360,6 +360,37 @@ def test_over_its_share_a_request_waits_in_the_queue(shared_mem: Memory, monkeyp
         assert [x.status_code for x in done] == [200, 200]
 
 
+@pytest.mark.parametrize("turns", range(4))
+def test_a_request_that_just_took_the_free_slot_does_not_fill_the_queue(turns: int) -> None:
+    """A second request arriving while the first one's acquire is still returning (``turns`` loop
+    turns later) is queued, and only a third gets 429 (the first used to count as waiting until
+    its acquire returned: the second got 429 and the third the queue)."""
+    import asyncio
+
+    from hybridmem.server.limits import TenantSlots, TooManyRequests
+
+    async def scenario() -> tuple[bool, str, bool]:
+        slots = TenantSlots(1, 1)
+        first = asyncio.create_task(slots.acquire("t", 5))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        second = asyncio.create_task(slots.acquire("t", 5))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        try:
+            (await slots.acquire("t", 5))()
+            third = "served"
+        except TooManyRequests:
+            third = "429"
+        release = await first
+        second_waits = not second.done()
+        release()
+        (await asyncio.wait_for(second, 5))()  # the queued one gets the slot once it is free
+        return second_waits, third, slots._waiting["t"] == 0
+
+    assert asyncio.run(scenario()) == (True, "429", True)
+
+
 def test_a_timed_out_request_keeps_its_slot_until_its_work_ends(shared_mem: Memory) -> None:
     gate = Gate(shared_mem)
     cfg = ServerConfig(max_concurrent_per_tenant=1, max_queued_per_tenant=0, request_timeout=0.3)

@@ -105,18 +105,24 @@ class TenantSlots:
         """Wait for a slot of ``tenant`` (at most ``timeout`` s); returns its release, callable once
         from any thread."""
         sem = self._sems.setdefault(tenant, asyncio.Semaphore(self.limit))
-        waiting = self._waiting.get(tenant, 0)
-        if sem.locked() and waiting >= self.queue:
-            raise TooManyRequests(self.limit, waiting)
-        self._waiting[tenant] = waiting + 1
-        try:
-            await asyncio.wait_for(sem.acquire(), timeout)
-        except TimeoutError:
-            raise RequestTimeoutError(
-                f"the request waited {timeout:g} s for one of this API key's {self.limit} slots"
-            ) from None
-        finally:
-            self._waiting[tenant] -= 1
+        if not sem.locked():
+            # a free slot is taken without yielding to the loop: only a request that really waits
+            # counts as waiting (counting this one until its acquire returned refused, with 429, a
+            # request that arrived meanwhile while the queue was empty)
+            await sem.acquire()
+        else:
+            waiting = self._waiting.get(tenant, 0)
+            if waiting >= self.queue:
+                raise TooManyRequests(self.limit, waiting)
+            self._waiting[tenant] = waiting + 1
+            try:
+                await asyncio.wait_for(sem.acquire(), timeout)
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"the request waited {timeout:g} s for one of this API key's {self.limit} slots"
+                ) from None
+            finally:
+                self._waiting[tenant] -= 1
         loop = asyncio.get_running_loop()
         released = False
 
