@@ -151,6 +151,26 @@ def test_a_key_supersedes_its_holder_in_its_scope(target: str | Path) -> None:
         assert {t for _, t in _visible(m, user_id="u1")} == {"memo the user lives in Lisbon"}
 
 
+def test_an_id_written_again_after_its_versions_were_retired_continues_their_numbering(target: str | Path) -> None:
+    """A memory superseded under its key, written again under its own id, superseded again: its
+    versions are numbered on (the second retirement used to collide with ``city@@v1``: the write
+    was rejected with a UNIQUE-constraint error)."""
+    with _mem(target) as m:
+        m.add("memo Caroline lives in Lisbon", id="city", key="user.city")
+        m.add("memo Caroline lives in Porto", id="city2", key="user.city")
+        m.add("memo Caroline lives in Lisbon again", id="city", key="user.city")
+        m.add("memo Caroline lives in Porto again", id="city2", key="user.city")
+        assert [(v["id"], v["version"], v["current"]) for v in m.history("city")] == [
+            ("city@@v1", 1, False),
+            ("city@@v2", 2, False),
+        ]
+        assert [(v["version"], v["current"]) for v in m.history("city2")] == [(1, False), (2, True)]
+        m.forget("city2")
+        m.add("memo Caroline lives in Porto for good", id="city2")
+        assert [v["version"] for v in m.history("city2")] == [1, 2, 3]
+        assert {t for _, t in _visible(m)} == {"memo Caroline lives in Porto for good"}
+
+
 def test_forget_is_soft_and_delete_is_for_good(target: str | Path) -> None:
     with _mem(target) as m:
         m.add("memo a secret", id="s")

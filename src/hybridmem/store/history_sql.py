@@ -24,6 +24,7 @@ __all__ = [
     "has_history",
     "history_id",
     "history_ids",
+    "last_retired",
     "restore_times",
     "retire",
     "versions",
@@ -65,6 +66,23 @@ def retire(db: SQLReader, ns: int, doc_id: str, at: float, reason: str | None) -
         (hist, hist, ns, doc_id),
     )
     return hist, rowids
+
+
+def last_retired(db: SQLReader, ns: int, doc_ids: list[str]) -> dict[str, int]:
+    """doc id -> the highest version among its retired ones, for the ids that have any: a memory
+    written again under an id whose versions are all retired (superseded under its key, soft
+    deleted) continues their numbering (starting again at 1 collided with ``{id}@@v1`` when the
+    new version was retired in turn)."""
+    out: dict[str, int] = {}
+    for i in range(0, len(doc_ids), 500):
+        part = doc_ids[i : i + 500]
+        rows = db.execute(
+            f"SELECT head_id, MAX(version) FROM documents WHERE ns_id=? AND head_id IN ({','.join('?' * len(part))}) "
+            "GROUP BY head_id",
+            (ns, *part),
+        ).fetchall()
+        out.update({str(r[0]): int(r[1]) for r in rows})
+    return out
 
 
 def versions(db: SQLReader, ns: int, doc_id: str) -> list[tuple[Any, ...]]:

@@ -642,6 +642,8 @@ class PostgresStore:
                     removed_vecs = [i for i, doc, _, v in old if v is not None and doc not in kept]
                     removed_chunks = [i for i, doc, _, _ in old if doc not in kept]
                     self._delete_chunk_rows(conn, ns, removed_chunks)
+                fresh = [d.doc_id for d, _ in todo if d.doc_id not in set(replaced)]
+                versions.update(history_sql.last_retired(_Qmark(conn), ns, fresh))
                 retired = self._retire_for(conn, ns, [d for d, _ in todo], set(replaced) & kept, at)
                 n_new = sum(len(d.chunks) for d, _ in todo)
                 rowids = [

@@ -523,6 +523,8 @@ class SQLiteStore:
                 acc.removed_chunks += [i for i, _, _ in old]
                 self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
                 db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id))
+        else:
+            version = history_sql.last_retired(db, ns, [d.doc_id]).get(d.doc_id, 0) + 1
         meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
         db.execute(
             "INSERT INTO documents (ns_id, doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at, "
