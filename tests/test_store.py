@@ -934,3 +934,25 @@ def test_the_same_id_twice_in_one_store_write_keeps_the_last_on_every_backend(ta
         assert [c["text"] for c in doc["chunks"]] == ["second"] and m.stats().chunks == 1
         assert [r.chunk_id for r in m.search("second", mode="bm25").results] == ["dup_p1"]
         assert m.search("first", mode="bm25").results == []
+
+
+def test_an_in_memory_store_is_one_database_for_every_thread_and_leaves_nothing() -> None:
+    """``Memory(":memory:")`` (the usual idiom of a scratch store): SQLite's own ``:memory:`` gives
+    every connection its own empty database, so a query thread found no tables ("no such table:
+    meta" on open). It is one private temporary file, removed at close."""
+    import glob
+    import tempfile
+    import threading
+
+    before = set(glob.glob(f"{tempfile.gettempdir()}/hybridmem-memory-*"))
+    m = Memory(":memory:", embedder="hash", auto_embed=False)
+    m.add("The billing pool raises HEL-4040 when saturated", id="pool")
+    got: list[list[str]] = []
+    t = threading.Thread(target=lambda: got.append([r.chunk_id for r in m.search("HEL-4040").results]))
+    t.start()
+    t.join()
+    assert got == [["pool_p1"]] and m.stats().documents == 1 and m.store.size_bytes() == 0
+    with pytest.raises(ValidationError, match="in-memory"):
+        m.store.backup("/tmp/never.db")
+    m.close()
+    assert set(glob.glob(f"{tempfile.gettempdir()}/hybridmem-memory-*")) == before

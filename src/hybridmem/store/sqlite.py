@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -190,6 +193,15 @@ class SQLiteStore:
         ``hybridmem check`` does to report every problem itself). ``read_only`` opens it for reads
         only; a file or directory this process may not write is opened so without being asked."""
         self.path = str(path)
+        #: the file SQLite opens: the path, or for ":memory:" a private temporary file removed at
+        #: close (every thread's connection must see one database; SQLite's own ":memory:" gives
+        #: each connection its own, empty one)
+        self._db_path = self.path
+        self._tmpdir: str | None = None
+        if self.path == ":memory:":
+            self._tmpdir = tempfile.mkdtemp(prefix="hybridmem-memory-")
+            self._db_path = os.path.join(self._tmpdir, "memory.db")
+            weakref.finalize(self, shutil.rmtree, self._tmpdir, True)
         p = Path(self.path)
         if self.path != ":memory:":
             if not p.exists():
@@ -259,7 +271,7 @@ class SQLiteStore:
         db: sqlite3.Connection | None = None
         try:
             if self._uri is None:
-                db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+                db = sqlite3.connect(self._db_path, isolation_level=None, check_same_thread=False, timeout=30)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
             else:  # a read-only store: no journal mode to set (that writes the header), writes refused clearly
@@ -1045,6 +1057,8 @@ class SQLiteStore:
         if db is not None:
             db.close()
             self._local.db = None
+        if self._tmpdir is not None:  # ":memory:": the store ends with it
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ the file: open checks, check, backup
     @staticmethod
