@@ -1,9 +1,10 @@
 """The Legs protocol: the ranked lists a query fuses, as a backend choice.
 
-Two implementations satisfy it: :class:`~hybridmem.retrieve.local.LocalLegs` (in-process BM25
-postings and a dense index loaded from the store, kept in step through version counters and a
-change log) and the PostgreSQL store's SQL legs (:class:`hybridmem.store.postgres.PostgresLegs`,
-BM25 and pgvector in the database). :func:`make_legs` picks one for a store; the searcher and the
+Three implementations satisfy it: :class:`~hybridmem.retrieve.local.LocalLegs` (in-process BM25
+postings and a dense index loaded from the store, kept in step through version counters and the
+store's change log), the PostgreSQL store's SQL legs (:class:`hybridmem.store.postgres.PostgresLegs`,
+BM25 and pgvector in the database), and :class:`ProcessBM25Legs` (PostgreSQL's dense leg with
+in-process BM25 postings). :func:`make_legs` picks one for a store; the searcher and the
 facade never ask which one they hold.
 
 A query's filter is evaluated once (:meth:`Legs.allowed`) and the same :class:`Allowed` bounds
@@ -23,7 +24,7 @@ from ..store.base import Allowed, Store, WriteResult
 from .local import LocalLegs
 from .types import LegHit, QueryEncoder
 
-__all__ = ["Legs", "LegHit", "QueryEncoder", "make_legs"]
+__all__ = ["Legs", "LegHit", "ProcessBM25Legs", "QueryEncoder", "make_legs"]
 
 
 class Legs(Protocol):
@@ -61,10 +62,62 @@ class Legs(Protocol):
         """Stop background index work (a running HNSW build) before the store closes."""
 
 
+class ProcessBM25Legs:
+    """A database store's legs with BM25 from in-process postings (PostgreSQL's ``bm25_leg="process"``):
+    the postings are loaded from the store's tokens and kept in step with every process's writes
+    through the store's change log (:class:`LocalLegs`, the embedded design with the database as
+    the truth); the dense leg, and the filter it joins on, stay in the database. Scores are the
+    embedded backend's, computed by the same code."""
+
+    def __init__(self, own: Legs, local: LocalLegs) -> None:
+        self.own, self.local = own, local
+
+    def prepare(self, namespace: str, mode: str) -> None:
+        if mode in ("bm25", "hybrid"):
+            self.local.prepare(namespace, "bm25")
+        self.own.prepare(namespace, mode)
+
+    def allowed(self, namespace: str, flt: Filter) -> Allowed:
+        # the rowids only when the BM25 leg asks (inside the leg, beside the dense one): a vector
+        # query never pays for them
+        return self.own.allowed(namespace, flt)
+
+    def allowed_rowids(self, namespace: str, allowed: Allowed) -> np.ndarray:
+        return self.local.allowed_rowids(namespace, allowed)  # cached per filter and chunk version
+
+    def sparse(self, namespace: str, terms: Sequence[str], allowed: Allowed | None, k: int) -> list[LegHit]:
+        if allowed is not None and allowed.rowids is None:
+            allowed = self.local.allowed(namespace, allowed.flt)
+        return self.local.sparse(namespace, terms, allowed, k)
+
+    def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None, k: int) -> list[LegHit]:
+        return self.own.dense(namespace, text, encoder, allowed, k)
+
+    def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
+        return self.local.commit(write)
+
+    def wait_ready(self, namespace: str, timeout: float | None = None) -> bool:
+        self.local.sparse_index(namespace)
+        return self.own.wait_ready(namespace, timeout)
+
+    def dense_kind(self, namespace: str, n_vectors: int) -> str:
+        return self.own.dense_kind(namespace, n_vectors)
+
+    def reset_dense(self) -> None:
+        self.own.reset_dense()
+
+    def close(self) -> None:
+        self.local.close()
+        self.own.close()
+
+
 def make_legs(store: Store, executor: Executor, *, exact_threshold: int) -> Legs:
-    """The legs for ``store``: its own when it runs them (PostgreSQL), else in-process indexes."""
+    """The legs for ``store``: its own when it runs them (PostgreSQL; with ``bm25_leg="process"`` the
+    BM25 leg over in-process postings), else in-process indexes."""
     own = getattr(store, "search_legs", None)
     if own is not None:
         legs: Legs = own()
+        if getattr(store, "bm25_leg", "sql") == "process":
+            return ProcessBM25Legs(legs, LocalLegs(store, executor, exact_threshold=exact_threshold))
         return legs
     return LocalLegs(store, executor, exact_threshold=exact_threshold)

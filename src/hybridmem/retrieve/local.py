@@ -3,9 +3,11 @@
 Each namespace's BM25 postings (:class:`SparseIndex`) and dense index (:class:`DenseIndex`) are
 loaded on first use and kept in step with the store through its version counters: a write of this
 process is applied to them before its lock is released (:meth:`LocalLegs.commit`); a change the
-process did not make (another process, a reindex) is seen as a version gap and reloads the index.
-A filter's allowed rowids are cached per (namespace, filter) and caught up from the change log of
-committed writes instead of re-running the filter over every chunk.
+process did not make (another process, a server sharing a PostgreSQL database) is seen as a version
+gap and replayed from the store's change log (``store.changelog_sql``): the chunks it added and
+removed, read again. Only a gap the log does not cover (a reindex, a log pruned past the index's
+version) reloads the index. A filter's allowed rowids are cached per (namespace, filter) and caught
+up from the same changes instead of re-running the filter over every chunk.
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ class LocalLegs:
 
     def _store_file(self) -> str | None:
         """The store's file, or None (in memory, or not a file: PostgreSQL)."""
+        if getattr(self.store, "native_search", False):
+            return None  # a database server: its "path" is a (masked) URL
         path = getattr(self.store, "path", None)
         return path if isinstance(path, str) and path != ":memory:" else None
 
@@ -164,7 +168,10 @@ class LocalLegs:
         f = self._sparse_files.get(namespace)
         if f is None:
             f = self._sparse_files[namespace] = SparseFile(
-                Path(path + ".bm25"), namespace, {"tokenizer": TOKENIZER_VERSION}
+                Path(path + ".bm25"),
+                namespace,
+                {"tokenizer": TOKENIZER_VERSION},
+                lambda version: self.store.chunk_mark(namespace, version),
             )
         return f
 
@@ -200,9 +207,12 @@ class LocalLegs:
                     self.store.chunk_version(namespace),
                     self.store.chunk_count(namespace),
                     lambda rowids: self.store.tokens_for(namespace, rowids),
+                    lambda idx: self._replay(namespace, idx),
                 )
                 if got is not None:
                     return got
+            if sp is not None and sp.version >= 0 and self._replay(namespace, sp) is not None:
+                return sp  # another process's writes, applied from the change log
             sp = sp or SparseIndex()
             sp.load(*self.store.load_tokens(namespace))
             if saved is not None and self._writable() and len(sp) >= sparse_file.SNAPSHOT_MIN:
@@ -274,8 +284,12 @@ class LocalLegs:
             sp = self.sparse_indexes.get(ns)
             if sp is None:
                 continue
+            if sp.version >= version:
+                continue  # already replayed from the change log by a query meanwhile
             if sp.version != version - 1:
-                sp.version = -1
+                # another process wrote in between: its change and ours, from the change log
+                if sp.version < 0 or self._replay(ns, sp) is None:
+                    sp.version = -1
                 continue
             sp.apply(version, self.store.tokens_for(ns, added) if added else [], removed)
             if (saved := self._sparse_files.get(ns)) is not None and self._writable():
@@ -294,6 +308,25 @@ class LocalLegs:
                 idx.version = -1  # loaded empty before the dimension was known: reload on next query
                 continue
             idx.apply(version, ids, vecs if vecs is not None else np.zeros((0, idx.dim), np.float32), removed)
+
+    def _replay(self, ns: str, sp: SparseIndex) -> int | None:
+        """Bring ``sp`` to the store's current chunk version through the change log: the chunks the
+        changes since its version added (those still there, read again) and removed, applied as one
+        change. Returns the number of chunks changed, or None when the log does not hold every
+        change (``sp`` untouched: the caller reloads)."""
+        changes = self.store.chunk_changes_since(ns, sp.version)
+        if changes is None:
+            return None
+        if not changes:
+            return 0
+        added = np.unique(np.concatenate([c[1] for c in changes]))
+        # a chunk added and later removed is gone from the store (not read back); one re-added is
+        # read in its current state: removing every touched chunk first makes the order irrelevant
+        removed = np.unique(np.concatenate([c[2] for c in changes] + [added]))
+        rows = self.store.tokens_for(ns, added.tolist()) if len(added) else []
+        sp.apply(changes[-1][0], rows, removed.tolist())
+        log.debug("replayed %d chunk changes of %r from the store's change log", len(changes), ns)
+        return len(added) + len(removed)
 
     # ------------------------------------------------------------------ filters
     def _allowed_rowids(self, ns: str, flt: Filter) -> np.ndarray:
@@ -335,8 +368,13 @@ class LocalLegs:
             if attempt == 0:  # a write of ours committed, not yet logged: it logs before releasing the lock
                 with self.write_lock:
                     pass
-        else:
-            return None
+        else:  # not all ours: another process wrote, and the store's change log has every change
+            logged = self.store.chunk_changes_since(ns, since)
+            if logged is None:
+                return None
+            changes = [c for c in logged if c[0] <= version]
+            if [c[0] for c in changes] != list(range(since + 1, version + 1)):
+                return None
         added = np.concatenate([c[1] for c in changes])
         removed = np.concatenate([c[2] for c in changes] + [added])  # re-test added rows, keep none twice
         rows = hit[1][~np.isin(hit[1], removed)] if len(removed) else hit[1]

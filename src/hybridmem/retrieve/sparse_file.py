@@ -8,11 +8,13 @@ body (:meth:`SparseIndex.dump`). Saving is crash-safe: written aside, synced, re
 so a crash leaves the old file or the new one, and a torn one fails its checksum.
 
 A snapshot is used only when it reflects the store exactly: the same namespace and tokenizer, the
-chunk version the store has now (every committed change to a namespace's chunks bumps it), the
-same number of live chunks, and a sample of chunks whose stored tokens match the snapshot's
-postings (a store file replaced by another that happens to have reached the same version fails
-there). Anything else — missing, foreign, stale, truncated, corrupt — is logged and the postings
-load from the store, which is the truth, as before; results are never those of a stale snapshot.
+chunk version the store has now (every committed change to a namespace's chunks bumps it) — or an
+older one the store's change log brings forward (the writes since the save, replayed) — the same
+number of live chunks, and a sample of chunks whose stored tokens match the snapshot's postings (a
+store file replaced by another that happens to have reached the same version fails there).
+Anything else — missing, foreign, stale past the log, truncated, corrupt — is logged and the
+postings load from the store, which is the truth, as before; results are never those of a stale
+snapshot.
 """
 
 from __future__ import annotations
@@ -49,8 +51,17 @@ PROBE = 32
 class SparseFile:
     """Where one namespace's postings are saved, and the description they must match to be used."""
 
-    def __init__(self, directory: Path, namespace: str, describe: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        namespace: str,
+        describe: dict[str, Any],
+        mark_of: Callable[[int], str | None] | None = None,
+    ) -> None:
         key = hashlib.sha1(namespace.encode("utf-8")).hexdigest()[:20]
+        #: the store's change-log mark of a version (``Store.chunk_mark``): saved with the postings,
+        #: it tells this store's history from another one that reached the same version numbers
+        self.mark_of = mark_of
         self.directory = directory
         self.path = directory / f"{key}.postings"
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
@@ -107,7 +118,8 @@ class SparseFile:
 
                 meta = idx.dump(write)
                 body = f.tell() - start
-                head = json.dumps({**self.describe, **meta, "body": body, "crc32": crc}).encode("utf-8")
+                mark = self._mark(int(meta["version"]))
+                head = json.dumps({**self.describe, **meta, "body": body, "crc32": crc, "mark": mark}).encode("utf-8")
                 f.write(head)
                 f.seek(len(MAGIC))
                 f.write(body.to_bytes(8, "little") + len(head).to_bytes(8, "little"))
@@ -122,17 +134,58 @@ class SparseFile:
             tmp.unlink(missing_ok=True)
             return False
 
+    def _mark(self, version: int) -> str | None:
+        try:
+            return self.mark_of(version) if self.mark_of is not None else None
+        except Exception as e:  # the store went away under a background save: a snapshot without mark
+            log.debug("no change-log mark for version %d: %s", version, e)
+            return None
+
     # ---------------------------------------------------------------- restore
     def restore(
-        self, version: int, live: int, tokens_for: Callable[[Sequence[int]], list[tuple[int, str]]]
+        self,
+        version: int,
+        live: int,
+        tokens_for: Callable[[Sequence[int]], list[tuple[int, str]]],
+        replay: Callable[[SparseIndex], int | None] | None = None,
     ) -> SparseIndex | None:
         """The saved index if it reflects the store at ``version`` with ``live`` chunks (checked on a
-        sample through ``tokens_for``), else None (the reason logged, unless there is no file)."""
+        sample through ``tokens_for``), else None (the reason logged, unless there is no file).
+
+        A snapshot of an older version is brought forward by ``replay(index)`` (the store's change
+        log: the chunks changed since, or None when the log no longer holds them all), only when the
+        store's change-log mark of the snapshot's version is the one saved with it (the same
+        history); the live count and the probe are checked after it."""
         if not self.path.exists():
             return None
         try:
-            idx, why = self._read(version, live)
-            if idx is not None:
+            idx, why, mark = self._read(version, live, replay is not None)
+            saved = idx.version if idx is not None else -1
+            have = self._mark(saved) if idx is not None and mark is not None else None
+            if have is not None and have != mark:
+                idx, why = None, "it was saved from another history of the store (its change-log mark differs)"
+            elif idx is not None and idx.version != version and have is None:
+                # without the mark (pruned, or a snapshot written without one) nothing proves the
+                # changes since are this snapshot's continuation
+                why = (
+                    f"it reflects chunk version {saved}, the store is at {version}, and the store's change "
+                    "log no longer holds every change in between"
+                )
+                idx = None
+            if idx is not None and idx.version != version:
+                assert replay is not None
+                changed = replay(idx)
+                if changed is None:
+                    why = (
+                        f"it reflects chunk version {saved}, the store is at {version}, and the store's change "
+                        "log no longer holds every change in between"
+                    )
+                elif len(idx) != live:
+                    why = f"brought forward from version {saved} it holds {len(idx)} live chunks, the store {live}"
+                else:
+                    self.unsaved += changed
+                    log.info("BM25 postings %s: version %d brought forward to %d", self.path, saved, idx.version)
+            if idx is not None and why is None:
                 why = _probe(idx, tokens_for)
         except (OSError, ValueError, KeyError, UnicodeDecodeError) as e:
             idx, why = None, f"it cannot be read ({type(e).__name__}: {e})"
@@ -140,41 +193,44 @@ class SparseFile:
             log.warning("not using the saved BM25 postings %s: %s; loading them from the store", self.path, why)
             return None
         assert idx is not None
-        self.saved_version = idx.version
+        self.saved_version = saved
         return idx
 
-    def _read(self, version: int, live: int) -> tuple[SparseIndex | None, str | None]:
+    def _read(self, version: int, live: int, older_ok: bool) -> tuple[SparseIndex | None, str | None, str | None]:
         with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             data = memoryview(mm)
             try:
-                return self._parse(data, version, live)
+                return self._parse(data, version, live, older_ok)
             finally:
                 data.release()
 
-    def _parse(self, data: memoryview, version: int, live: int) -> tuple[SparseIndex | None, str | None]:
+    def _parse(
+        self, data: memoryview, version: int, live: int, older_ok: bool
+    ) -> tuple[SparseIndex | None, str | None, str | None]:
+        """(index, None, its change-log mark) or (None, why it is refused, None)."""
         if bytes(data[: len(MAGIC)]) != MAGIC or len(data) < len(MAGIC) + 16:
-            return None, "it is not a postings snapshot"
+            return None, "it is not a postings snapshot", None
         at = len(MAGIC)
         start = at + 16
         n_body = int.from_bytes(data[at : at + 8], "little")
         n_head = int.from_bytes(data[at + 8 : at + 16], "little")
         if not n_head or len(data) != start + n_body + n_head:
-            return None, f"it is {len(data)} bytes, {start + n_body + n_head} were written (truncated?)"
+            return None, f"it is {len(data)} bytes, {start + n_body + n_head} were written (truncated?)", None
         meta = json.loads(bytes(data[len(data) - n_head :]))
         differs = [k for k, v in self.describe.items() if meta.get(k) != v]
         if differs:
-            return None, f"it was saved for another {', '.join(differs)}"
-        if meta["version"] != version:
-            return None, f"it reflects chunk version {meta['version']}, the store is at {version}"
-        if meta["live"] != live:
-            return None, f"it holds {meta['live']} live chunks, the store {live}"
+            return None, f"it was saved for another {', '.join(differs)}", None
+        if meta["version"] > version or (meta["version"] < version and not older_ok):
+            return None, f"it reflects chunk version {meta['version']}, the store is at {version}", None
+        if meta["version"] == version and meta["live"] != live:
+            return None, f"it holds {meta['live']} live chunks, the store {live}", None
         body = data[start : len(data) - n_head]
         try:
             if len(body) != meta["body"]:
-                return None, f"its body is {len(body)} bytes, {meta['body']} were written (truncated?)"
+                return None, f"its body is {len(body)} bytes, {meta['body']} were written (truncated?)", None
             if zlib.crc32(body) != meta["crc32"]:
-                return None, "its checksum does not match (corrupt, or a save was interrupted)"
-            return SparseIndex.undump(body, meta), None
+                return None, "its checksum does not match (corrupt, or a save was interrupted)", None
+            return SparseIndex.undump(body, meta), None, meta.get("mark")
         finally:
             body.release()
 

@@ -24,8 +24,11 @@ with an application's), created and upgraded by numbered migrations under an adv
   Writers of one namespace are serialized by a row lock on the namespace, so several processes may
   write to one database.
 
-The BM25 and dense legs run in the server (``native_search``): a ``Memory`` over this store keeps no
-in-process index, so any number of processes can serve one database.
+The dense leg runs in the server (pgvector). The BM25 leg runs, by default (``bm25_leg="process"``),
+over postings each process loads from the stored tokens and keeps in step with every process's
+writes by replaying the change log (``changelog_sql``): a query reads no posting from the database.
+With ``bm25_leg="sql"`` it is aggregated in the server per query (``search_sparse``) and a
+``Memory`` over this store keeps no in-process index at all.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from ..config import BM25_K1 as K1
 from ..errors import EmbedderMismatchError, NotFoundError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKENIZER_VERSION
-from . import graph_sql, history_sql
+from . import changelog_sql, graph_sql, history_sql
 from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .sql_filters import to_pg_sql
 
@@ -218,8 +221,12 @@ CREATE INDEX documents_by_key ON documents (ns_id, mem_key) WHERE mem_key IS NOT
 CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS NOT NULL;
 """
 
+# the change log of each namespace's chunks (store/changelog_sql.py): a server process keeps its
+# in-process BM25 postings in step with every other process's writes by replaying it
+_M4 = changelog_sql.table_sql("BYTEA")
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -297,8 +304,16 @@ class PostgresStore:
         hnsw_ef_search: int = 64,
         exact_threshold: int = 20_000,
         work_mem_mb: int = 32,
+        bm25_leg: str = "process",
     ) -> None:
         self.url = url
+        if bm25_leg not in ("process", "sql"):
+            raise ValidationError(f"bm25_leg must be 'process' or 'sql', got {bm25_leg!r}")
+        #: where the BM25 leg runs: "process" — postings loaded into each process from the stored
+        #: tokens and kept in step through the change log (``hybridmem.retrieve.legs.ProcessBM25Legs``,
+        #: the embedded design with this database as the truth); "sql" — aggregated in the database
+        #: per query (no memory in the process, but every posting of every query term is read)
+        self.bm25_leg = bm25_leg
         self.path = mask_url(url)
         if not _IDENT.match(schema):
             raise ValidationError(f"invalid PostgreSQL schema name {schema!r} (lower-case letters, digits, _)")
@@ -668,9 +683,7 @@ class PostgresStore:
                 if added_vecs or removed_vecs:
                     res.vec_changes.append((namespace, self._bump(conn, ns), added_vecs, removed_vecs))
                 if added_chunks or removed_chunks:
-                    res.chunk_changes.append(
-                        (namespace, self._bump(conn, ns, "chunk_version"), added_chunks, removed_chunks)
-                    )
+                    self._chunks_changed(conn, namespace, ns, added_chunks, removed_chunks, res)
         except (pgerr.IntegrityError, pgerr.DataError, pgerr.UntranslatableCharacter) as e:
             raise ValidationError(f"write rejected by the store: {str(e).strip()}") from None
         except psycopg.DatabaseError as e:
@@ -869,7 +882,7 @@ class PostgresStore:
             if ns is None or retired is None:
                 raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
             if retired[1]:
-                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), retired[1], retired[1]))
+                self._chunks_changed(conn, namespace, ns, retired[1], retired[1], res)
         return res
 
     def export_times(self, namespace: str) -> dict[str, tuple[Any, ...]]:
@@ -889,8 +902,16 @@ class PostgresStore:
                 raise NotFoundError(f"no namespace {namespace!r}")
             retired = history_sql.restore_times(_Qmark(conn), ns, rows)
             if retired:
-                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), retired, retired))
+                self._chunks_changed(conn, namespace, ns, retired, retired, res)
         return res
+
+    def _chunks_changed(
+        self, conn: psycopg.Connection, namespace: str, ns: int, added: list[int], removed: list[int], res: WriteResult
+    ) -> None:
+        """Bump the namespace's chunk version, log the change (changelog_sql) and report it."""
+        version = self._bump(conn, ns, "chunk_version")
+        changelog_sql.record(_Qmark(conn), ns, version, added, removed)
+        res.chunk_changes.append((namespace, version, added, removed))
 
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
@@ -986,7 +1007,7 @@ class PostgresStore:
             if removed_vecs:
                 res.vec_changes.append((namespace, self._bump(conn, ns), [], removed_vecs))
             if removed_chunks:
-                res.chunk_changes.append((namespace, self._bump(conn, ns, "chunk_version"), [], removed_chunks))
+                self._chunks_changed(conn, namespace, ns, [], removed_chunks, res)
         return found, res
 
     def reindex_sparse(self) -> int:
@@ -1111,6 +1132,24 @@ class PostgresStore:
 
     def chunk_version(self, namespace: str) -> int:
         return self._version(namespace, "chunk_version")
+
+    def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
+        """The committed chunk changes after ``version`` up to the current one, or None when the
+        change log does not hold them all (changelog_sql.since); read in one snapshot."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        with self.snapshot() as db:
+            current = int(_one(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
+            return changelog_sql.since(db, ns, version, current)
+
+    def chunk_mark(self, namespace: str, version: int) -> str | None:
+        """The change log's mark of ``version`` (changelog_sql.mark_at)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        with self.snapshot() as db:
+            return changelog_sql.mark_at(db, ns, version)
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
         ns = self.namespace_id(namespace)

@@ -28,7 +28,7 @@ from .. import deadline
 from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
-from . import history_sql
+from . import changelog_sql, history_sql
 from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .graph_sql import delete_graph_provenance, graph_tables
 from .sql_filters import to_sql
@@ -138,8 +138,14 @@ def _m5(db: sqlite3.Connection) -> None:
     )
 
 
+def _m6(db: sqlite3.Connection) -> None:
+    # the change log of each namespace's chunks (store/changelog_sql.py): another process replays
+    # the writes it did not make instead of reloading every chunk's tokens
+    db.execute(changelog_sql.table_sql("BLOB") + " WITHOUT ROWID")
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
@@ -494,7 +500,15 @@ class SQLiteStore:
             res.vec_changes.append((namespace, self._bump(db, ns), acc.added_vecs, acc.removed_vecs))
         added, removed = acc.added_chunks + acc.retired, acc.removed_chunks + acc.retired
         if added or removed:
-            res.chunk_changes.append((namespace, self._bump(db, ns, "chunk_version"), added, removed))
+            self._chunks_changed(db, namespace, ns, added, removed, res)
+
+    def _chunks_changed(
+        self, db: sqlite3.Connection, namespace: str, ns: int, added: list[int], removed: list[int], res: WriteResult
+    ) -> None:
+        """Bump the namespace's chunk version, log the change (changelog_sql) and report it."""
+        version = self._bump(db, ns, "chunk_version")
+        changelog_sql.record(db, ns, version, added, removed)
+        res.chunk_changes.append((namespace, version, added, removed))
 
     def _write_one(
         self,
@@ -628,7 +642,7 @@ class SQLiteStore:
             if removed_vecs:
                 res.vec_changes.append((namespace, self._bump(db, ns), [], removed_vecs))
             if removed_chunks:
-                res.chunk_changes.append((namespace, self._bump(db, ns, "chunk_version"), [], removed_chunks))
+                self._chunks_changed(db, namespace, ns, [], removed_chunks, res)
         return found, res
 
     def reindex_sparse(self) -> int:
@@ -716,6 +730,25 @@ class SQLiteStore:
         if ns is None:
             return 0
         return int(self.reader.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+
+    def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
+        """The committed chunk changes after ``version`` up to the current one, or None when the
+        change log does not hold them all (changelog_sql.since)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        db = self.reader
+        db.execute("BEGIN")
+        try:
+            current = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            return changelog_sql.since(db, ns, version, current)
+        finally:
+            db.execute("COMMIT")
+
+    def chunk_mark(self, namespace: str, version: int) -> str | None:
+        """The change log's mark of ``version`` (changelog_sql.mark_at)."""
+        ns = self.namespace_id(namespace)
+        return None if ns is None else changelog_sql.mark_at(self.reader, ns, version)
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
         """(chunk version, [(rowid, space-joined tokens)]) of a namespace, read in one snapshot."""
