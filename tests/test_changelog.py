@@ -276,8 +276,9 @@ def test_a_store_from_before_the_log_migrates_and_logs_from_then_on(tmp_path: Pa
     db = tmp_path / "old.db"
     with _open(db) as m:
         m.add_documents(_docs(random.Random(10), 20))
-    with sqlite3.connect(db) as c:  # schema 5: no change log
+    with sqlite3.connect(db) as c:  # schema 5: no change logs
         c.execute("DROP TABLE chunk_log")
+        c.execute("DROP TABLE vec_log")
         c.execute("PRAGMA user_version=5")
     with _open(db) as m:
         from hybridmem.store import sqlite as sq
@@ -288,3 +289,54 @@ def test_a_store_from_before_the_log_migrates_and_logs_from_then_on(tmp_path: Pa
         m.add("after the migration", id="new")
         got = m.store.chunk_changes_since(NS, v)
         assert got is not None and [c[0] for c in got] == [v + 1] and len(got[0][1]) == 1
+        vv = m.store.vector_version(NS)
+        m.embed_pending()
+        assert sum(len(c[1]) for c in m.store.vector_changes_since(NS, vv) or []) == 21  # the 20 and the new one
+
+
+# ---------------------------------------------------------------- vectors
+def test_every_vector_change_is_logged(target: str | Path) -> None:
+    with _open(target) as m:
+        m.add_documents(_docs(random.Random(11), 12))
+        v0 = m.store.vector_version(NS)
+        assert m.embed_pending() == 12
+        m.add_documents(_docs(random.Random(12), 3, start=2))  # replaced: their vectors go
+        m.embed_pending()
+        m.delete("d9")
+        v1 = m.store.vector_version(NS)
+        got = m.store.vector_changes_since(NS, v0)
+        assert got is not None and [c[0] for c in got] == list(range(v0 + 1, v1 + 1))
+        assert sum(len(c[1]) for c in got) == 12 + 3
+        assert m.store.vector_changes_since(NS, v1) == [] and m.store.vector_changes_since(NS, v1 + 1) is None
+
+
+def test_a_reader_applies_another_processs_vectors_instead_of_reloading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "m.db"
+    rng = random.Random(13)
+    with _open(db) as w, _open(db) as r:
+        w.add_documents(_docs(rng, 60))
+        w.embed_pending()
+        loads = [0]
+        real = r.store.load_vectors
+
+        def counted(ns: str):  # type: ignore[no-untyped-def]
+            loads[0] += 1
+            return real(ns)
+
+        monkeypatch.setattr(r.store, "load_vectors", counted)
+
+        def dense(m: Memory) -> list[list[tuple[str, float]]]:
+            return [[(x.chunk_id, x.rrf_score) for x in m.search(q, mode="vector", top_k=8).results] for q in QUERIES]
+
+        assert dense(r) == dense(w) and loads[0] == 1
+        for start in (100, 200):
+            w.add_documents(_docs(rng, 20, start=start) + _docs(rng, 5, start=10))  # new and replaced
+            w.embed_pending()
+            w.delete("d30")
+            assert dense(r) == dense(w)
+        idx = r.legs.dense_index(NS)
+        _, rowids, matrix = real(NS)
+        assert len(idx) == len(rowids) and loads[0] == 1  # every change applied from the log
+        assert r.store.embedder_info()[1] == idx.dim

@@ -43,8 +43,9 @@ def test_many_chunks_cost_the_metadata_once(tmp_path: Path) -> None:
 
 def _drop_history_columns(db, sqlite: bool) -> None:
     """Back to the layout before time and versions (SQLite schema 5, PostgreSQL schema 3) and the
-    change log (SQLite schema 6, PostgreSQL schema 4)."""
+    change logs (SQLite schemas 6-7, PostgreSQL schemas 4-5)."""
     db.execute("DROP TABLE chunk_log")
+    db.execute("DROP TABLE vec_log")
     indexes = ["documents_by_time", "documents_by_head", "documents_by_key", "documents_retired"]
     for idx in indexes + (["documents_by_turn"] if sqlite else []):
         db.execute(f"DROP INDEX {idx}")

@@ -4,8 +4,8 @@ Each namespace's BM25 postings (:class:`SparseIndex`) and dense index (:class:`D
 loaded on first use and kept in step with the store through its version counters: a write of this
 process is applied to them before its lock is released (:meth:`LocalLegs.commit`); a change the
 process did not make (another process, a server sharing a PostgreSQL database) is seen as a version
-gap and replayed from the store's change log (``store.changelog_sql``): the chunks it added and
-removed, read again. Only a gap the log does not cover (a reindex, a log pruned past the index's
+gap and replayed from the store's change logs (``store.changelog_sql``): the chunks or vectors it
+added and removed, read again. Only a gap the log does not cover (a reindex, a log pruned past the index's
 version) reloads the index. A filter's allowed rowids are cached per (namespace, filter) and caught
 up from the same changes instead of re-running the filter over every chunk.
 """
@@ -138,6 +138,8 @@ class LocalLegs:
 
     def dense_index(self, namespace: str) -> DenseIndex:
         def load(idx: DenseIndex | None) -> DenseIndex:
+            if idx is not None and idx.version >= 0 and self._replay_dense(namespace, idx) is not None:
+                return idx  # another process's vectors, applied from the change log
             v, rowids, matrix = self.store.load_vectors(namespace)
             dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
             if idx is None or idx.dim != dim:
@@ -300,8 +302,12 @@ class LocalLegs:
             idx = self.dense_indexes.get(ns)
             if idx is None:
                 continue
+            if idx.version >= version:
+                continue  # already replayed from the change log by a query meanwhile
             if idx.version != version - 1:
-                idx.version = -1  # another writer got in between: reload on next query
+                # another writer got in between: its change and ours, from the change log
+                if idx.version < 0 or self._replay_dense(ns, idx) is None:
+                    idx.version = -1  # reload on next query
                 continue
             ids, vecs = self.store.vectors_for(added) if added else (np.zeros(0, np.int64), None)
             if vecs is not None and len(ids) and vecs.shape[1] != idx.dim:
@@ -326,6 +332,26 @@ class LocalLegs:
         rows = self.store.tokens_for(ns, added.tolist()) if len(added) else []
         sp.apply(changes[-1][0], rows, removed.tolist())
         log.debug("replayed %d chunk changes of %r from the store's change log", len(changes), ns)
+        return len(added) + len(removed)
+
+    def _replay_dense(self, ns: str, idx: DenseIndex) -> int | None:
+        """``idx`` brought to the store's current vector version through its change log, as
+        :meth:`_replay` does for BM25; None (``idx`` untouched) when the log does not hold every
+        change or the vectors are of another dimension (the caller reloads)."""
+        changes = self.store.vector_changes_since(ns, idx.version)
+        if changes is None:
+            return None
+        if not changes:
+            return 0
+        added = np.unique(np.concatenate([c[1] for c in changes]))
+        removed = np.unique(np.concatenate([c[2] for c in changes] + [added]))
+        ids, vecs = self.store.vectors_for(added.tolist()) if len(added) else (np.zeros(0, np.int64), None)
+        if vecs is None or not len(ids):
+            vecs = np.zeros((0, idx.dim), np.float32)
+        elif vecs.shape[1] != idx.dim:
+            return None
+        idx.apply(changes[-1][0], ids, vecs, removed.tolist())
+        log.debug("replayed %d vector changes of %r from the store's change log", len(changes), ns)
         return len(added) + len(removed)
 
     # ------------------------------------------------------------------ filters

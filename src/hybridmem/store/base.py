@@ -250,6 +250,9 @@ class Store(Protocol):
         """(version, rowids added, rowids removed) of each committed chunk change after ``version``, in
         order, up to the current version; None when the store's change log does not hold them all."""
 
+    def vector_changes_since(self, namespace: str, version: int) -> list[tuple[int, np.ndarray, np.ndarray]] | None:
+        """As :meth:`chunk_changes_since`, for the namespace's vectors (its vector version)."""
+
     def chunk_mark(self, namespace: str, version: int) -> str | None:
         """The random mark the change log gave ``version`` (None when not logged or pruned): a saved
         index of that version is of this store's history only if it recorded the same mark."""

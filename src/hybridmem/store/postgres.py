@@ -225,8 +225,11 @@ CREATE INDEX documents_retired ON documents (ns_id, valid_to) WHERE valid_to IS 
 # in-process BM25 postings in step with every other process's writes by replaying it
 _M4 = changelog_sql.table_sql("BYTEA")
 
+# the change log of each namespace's vectors (the same layout)
+_M5 = changelog_sql.table_sql("BYTEA", "vec_log")
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -681,9 +684,9 @@ class PostgresStore:
                 removed_chunks += retired
                 added_vecs = [r[0] for r in vec_rows]
                 if added_vecs or removed_vecs:
-                    res.vec_changes.append((namespace, self._bump(conn, ns), added_vecs, removed_vecs))
+                    self._changed(conn, namespace, ns, "vec_version", added_vecs, removed_vecs, res)
                 if added_chunks or removed_chunks:
-                    self._chunks_changed(conn, namespace, ns, added_chunks, removed_chunks, res)
+                    self._changed(conn, namespace, ns, "chunk_version", added_chunks, removed_chunks, res)
         except (pgerr.IntegrityError, pgerr.DataError, pgerr.UntranslatableCharacter) as e:
             raise ValidationError(f"write rejected by the store: {str(e).strip()}") from None
         except psycopg.DatabaseError as e:
@@ -882,7 +885,7 @@ class PostgresStore:
             if ns is None or retired is None:
                 raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
             if retired[1]:
-                self._chunks_changed(conn, namespace, ns, retired[1], retired[1], res)
+                self._changed(conn, namespace, ns, "chunk_version", retired[1], retired[1], res)
         return res
 
     def export_times(self, namespace: str) -> dict[str, tuple[Any, ...]]:
@@ -902,16 +905,26 @@ class PostgresStore:
                 raise NotFoundError(f"no namespace {namespace!r}")
             retired = history_sql.restore_times(_Qmark(conn), ns, rows)
             if retired:
-                self._chunks_changed(conn, namespace, ns, retired, retired, res)
+                self._changed(conn, namespace, ns, "chunk_version", retired, retired, res)
         return res
 
-    def _chunks_changed(
-        self, conn: psycopg.Connection, namespace: str, ns: int, added: list[int], removed: list[int], res: WriteResult
+    def _changed(
+        self,
+        conn: psycopg.Connection,
+        namespace: str,
+        ns: int,
+        counter: str,
+        added: list[int],
+        removed: list[int],
+        res: WriteResult,
     ) -> None:
-        """Bump the namespace's chunk version, log the change (changelog_sql) and report it."""
-        version = self._bump(conn, ns, "chunk_version")
-        changelog_sql.record(_Qmark(conn), ns, version, added, removed)
-        res.chunk_changes.append((namespace, version, added, removed))
+        """Bump the namespace's ``counter`` (chunk_version, vec_version), log the change in its log
+        (changelog_sql) and report it."""
+        version = self._bump(conn, ns, counter)
+        changelog_sql.record(_Qmark(conn), ns, version, added, removed, changelog_sql.LOGS[counter])
+        (res.chunk_changes if counter == "chunk_version" else res.vec_changes).append(
+            (namespace, version, added, removed)
+        )
 
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
@@ -1005,9 +1018,9 @@ class PostgresStore:
                 if report:
                     found.append(ident)
             if removed_vecs:
-                res.vec_changes.append((namespace, self._bump(conn, ns), [], removed_vecs))
+                self._changed(conn, namespace, ns, "vec_version", [], removed_vecs, res)
             if removed_chunks:
-                self._chunks_changed(conn, namespace, ns, [], removed_chunks, res)
+                self._changed(conn, namespace, ns, "chunk_version", [], removed_chunks, res)
         return found, res
 
     def reindex_sparse(self) -> int:
@@ -1115,7 +1128,7 @@ class PostgresStore:
                 _copy_vectors_binary(cur, rows)
             names = dict(conn.execute("SELECT id, name FROM namespaces WHERE id = ANY(%s)", (list(by_ns),)).fetchall())
             for ns in sorted(by_ns):
-                res.vec_changes.append((names[ns], self._bump(conn, ns), by_ns[ns], []))
+                self._changed(conn, names[ns], ns, "vec_version", by_ns[ns], [], res)
         return res
 
     # ------------------------------------------------------------------ versions and bulk reads
@@ -1136,12 +1149,19 @@ class PostgresStore:
     def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
         """The committed chunk changes after ``version`` up to the current one, or None when the
         change log does not hold them all (changelog_sql.since); read in one snapshot."""
+        return self._changes_since(namespace, version, "chunk_version")
+
+    def vector_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
+        """The committed vector changes after ``version`` (as ``chunk_changes_since``)."""
+        return self._changes_since(namespace, version, "vec_version")
+
+    def _changes_since(self, namespace: str, version: int, counter: str) -> list[changelog_sql.ChunkChange] | None:
         ns = self.namespace_id(namespace)
         if ns is None:
             return None
         with self.snapshot() as db:
-            current = int(_one(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
-            return changelog_sql.since(db, ns, version, current)
+            current = int(_one(db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
+            return changelog_sql.since(db, ns, version, current, changelog_sql.LOGS[counter])
 
     def chunk_mark(self, namespace: str, version: int) -> str | None:
         """The change log's mark of ``version`` (changelog_sql.mark_at)."""

@@ -144,8 +144,14 @@ def _m6(db: sqlite3.Connection) -> None:
     db.execute(changelog_sql.table_sql("BLOB") + " WITHOUT ROWID")
 
 
+def _m7(db: sqlite3.Connection) -> None:
+    # the change log of each namespace's vectors: another process's embeddings are applied to the
+    # loaded dense index instead of reloading (and re-indexing) every vector
+    db.execute(changelog_sql.table_sql("BLOB", "vec_log") + " WITHOUT ROWID")
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6, _m7]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
@@ -497,18 +503,28 @@ class SQLiteStore:
         """Bump the version counters and log what changed for in-process indexes and filter caches;
         a retired chunk is logged as removed and added again (its visibility changed, its rows not)."""
         if acc.added_vecs or acc.removed_vecs:
-            res.vec_changes.append((namespace, self._bump(db, ns), acc.added_vecs, acc.removed_vecs))
+            self._changed(db, namespace, ns, "vec_version", acc.added_vecs, acc.removed_vecs, res)
         added, removed = acc.added_chunks + acc.retired, acc.removed_chunks + acc.retired
         if added or removed:
-            self._chunks_changed(db, namespace, ns, added, removed, res)
+            self._changed(db, namespace, ns, "chunk_version", added, removed, res)
 
-    def _chunks_changed(
-        self, db: sqlite3.Connection, namespace: str, ns: int, added: list[int], removed: list[int], res: WriteResult
+    def _changed(
+        self,
+        db: sqlite3.Connection,
+        namespace: str,
+        ns: int,
+        counter: str,
+        added: list[int],
+        removed: list[int],
+        res: WriteResult,
     ) -> None:
-        """Bump the namespace's chunk version, log the change (changelog_sql) and report it."""
-        version = self._bump(db, ns, "chunk_version")
-        changelog_sql.record(db, ns, version, added, removed)
-        res.chunk_changes.append((namespace, version, added, removed))
+        """Bump the namespace's ``counter`` (chunk_version, vec_version), log the change in its log
+        (changelog_sql) and report it."""
+        version = self._bump(db, ns, counter)
+        changelog_sql.record(db, ns, version, added, removed, changelog_sql.LOGS[counter])
+        (res.chunk_changes if counter == "chunk_version" else res.vec_changes).append(
+            (namespace, version, added, removed)
+        )
 
     def _write_one(
         self,
@@ -640,9 +656,9 @@ class SQLiteStore:
                 if report:
                     found.append(ident)
             if removed_vecs:
-                res.vec_changes.append((namespace, self._bump(db, ns), [], removed_vecs))
+                self._changed(db, namespace, ns, "vec_version", [], removed_vecs, res)
             if removed_chunks:
-                self._chunks_changed(db, namespace, ns, [], removed_chunks, res)
+                self._changed(db, namespace, ns, "chunk_version", [], removed_chunks, res)
         return found, res
 
     def reindex_sparse(self) -> int:
@@ -715,7 +731,7 @@ class SQLiteStore:
                 by_ns.setdefault(row[0], []).append(rid)
             names = dict(db.execute("SELECT id, name FROM namespaces").fetchall())
             for ns, rids in by_ns.items():
-                res.vec_changes.append((names[ns], self._bump(db, ns), rids, []))
+                self._changed(db, names[ns], ns, "vec_version", rids, [], res)
         return res
 
     # ------------------------------------------------------------------ reads
@@ -734,14 +750,21 @@ class SQLiteStore:
     def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
         """The committed chunk changes after ``version`` up to the current one, or None when the
         change log does not hold them all (changelog_sql.since)."""
+        return self._changes_since(namespace, version, "chunk_version")
+
+    def vector_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
+        """The committed vector changes after ``version`` (as ``chunk_changes_since``)."""
+        return self._changes_since(namespace, version, "vec_version")
+
+    def _changes_since(self, namespace: str, version: int, counter: str) -> list[changelog_sql.ChunkChange] | None:
         ns = self.namespace_id(namespace)
         if ns is None:
             return None
         db = self.reader
-        db.execute("BEGIN")
+        db.execute("BEGIN")  # the counter and its log in one snapshot
         try:
-            current = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-            return changelog_sql.since(db, ns, version, current)
+            current = int(db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
+            return changelog_sql.since(db, ns, version, current, changelog_sql.LOGS[counter])
         finally:
             db.execute("COMMIT")
 
