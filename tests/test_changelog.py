@@ -340,3 +340,47 @@ def test_a_reader_applies_another_processs_vectors_instead_of_reloading(
         _, rowids, matrix = real(NS)
         assert len(idx) == len(rowids) and loads[0] == 1  # every change applied from the log
         assert r.store.embedder_info()[1] == idx.dim
+
+
+@pytest.mark.postgres
+def test_postgres_processes_share_saved_postings_brought_forward_through_the_log(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``bm25_snapshot_dir`` a server process saves its postings at close; the next one reads
+    them back instead of every chunk's tokens, bringing them forward through the change log over
+    what other servers wrote meanwhile."""
+    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
+    opts = {"store_options": {"bm25_snapshot_dir": str(tmp_path / "bm25")}}
+    rng = random.Random(14)
+    with _open(pg_url, **opts) as a:
+        a.add_documents(_docs(rng, 200))
+        _bm25(a)
+        a.add("one more", id="x")  # closing saves
+    assert len(list((tmp_path / "bm25").glob("*.postings"))) == 1
+    with _open(pg_url) as other:  # another server, no snapshots
+        _mixed_writes(other, rng, 700)
+        want = _bm25(other)
+    b = _open(pg_url, **opts)
+    try:
+        loads = _Loads(b, monkeypatch)
+        with caplog.at_level(logging.INFO, logger="hybridmem.retrieve.sparse_file"):
+            assert _bm25(b) == want
+        assert loads.n == 0 and "brought forward" in caplog.text
+    finally:
+        b.close()
+    # another database saving to the same directory gets a file of its own
+    from pg_utils import server
+
+    srv = server()
+    url2 = srv.new_database()
+    try:
+        with _open(url2, **opts) as c:
+            c.add_documents(_docs(random.Random(15), 120))
+            _bm25(c)
+            c.add("one more", id="x")
+        assert len(list((tmp_path / "bm25").glob("*.postings"))) == 2
+        with _open(url2, **opts) as c, _open(url2) as from_store:
+            assert _bm25(c) == _bm25(from_store)
+            assert c.legs.local.sparse_index(NS).version == c.store.chunk_version(NS)
+    finally:
+        srv.drop_database(url2)

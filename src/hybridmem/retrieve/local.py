@@ -161,26 +161,45 @@ class LocalLegs:
     def _writable(self) -> bool:
         return self._store_file() is not None and not getattr(self.store, "read_only", False)
 
-    def _sparse_file(self, namespace: str) -> SparseFile | None:
-        """Where the namespace's BM25 postings are saved: beside the store file (``<db>.bm25/``),
-        described by the tokenizer that produced them; None in memory and on PostgreSQL."""
+    def _sparse_dir(self) -> tuple[Path, str | None, bool] | None:
+        """Where BM25 postings are saved, the identity of the store they belong to, and whether
+        this process saves there: beside an SQLite file (``<db>.bm25/``; saved unless the store is
+        read-only); for a database server, the directory its ``bm25_snapshot_dir`` option names,
+        shared by every database saved there (hence the identity: its masked URL and schema);
+        None when neither."""
         path = self._store_file()
-        if path is None:
+        if path is not None:
+            return Path(path + ".bm25"), None, self._writable()
+        directory = getattr(self.store, "bm25_snapshot_dir", None)
+        if not directory:
+            return None
+        return Path(directory), f"{self.store.path}#{getattr(self.store, 'schema', '')}", True
+
+    def _saves_sparse(self) -> bool:
+        where = self._sparse_dir()
+        return where is not None and where[2]
+
+    def _sparse_file(self, namespace: str) -> SparseFile | None:
+        """Where the namespace's BM25 postings are saved (:meth:`_sparse_dir`), described by the
+        tokenizer that produced them; None in memory, read-only, or on a server without the option."""
+        where = self._sparse_dir()
+        if where is None:
             return None
         f = self._sparse_files.get(namespace)
         if f is None:
             f = self._sparse_files[namespace] = SparseFile(
-                Path(path + ".bm25"),
+                where[0],
                 namespace,
                 {"tokenizer": TOKENIZER_VERSION},
                 lambda version: self.store.chunk_mark(namespace, version),
+                identity=where[1],
             )
         return f
 
     def save_sparse(self) -> None:
         """Save every loaded BM25 index that is current and changed since its last save (at close:
         the next process starts from here instead of reading every chunk's tokens)."""
-        if not self._writable():
+        if not self._saves_sparse():
             return
         for ns, sp in list(self.sparse_indexes.items()):
             saved = self._sparse_file(ns)
@@ -217,7 +236,7 @@ class LocalLegs:
                 return sp  # another process's writes, applied from the change log
             sp = sp or SparseIndex()
             sp.load(*self.store.load_tokens(namespace))
-            if saved is not None and self._writable() and len(sp) >= sparse_file.SNAPSHOT_MIN:
+            if saved is not None and self._saves_sparse() and len(sp) >= sparse_file.SNAPSHOT_MIN:
                 # for the next process; in the background, the query does not wait for the disk
                 saved.save_in_background(sp)
             return sp
@@ -294,7 +313,7 @@ class LocalLegs:
                     sp.version = -1
                 continue
             sp.apply(version, self.store.tokens_for(ns, added) if added else [], removed)
-            if (saved := self._sparse_files.get(ns)) is not None and self._writable():
+            if (saved := self._sparse_files.get(ns)) is not None and self._saves_sparse():
                 saved.unsaved += len(added) + len(removed)
                 if len(sp) >= sparse_file.SNAPSHOT_MIN and saved.due(len(sp)):
                     saved.save_in_background(sp)

@@ -57,14 +57,20 @@ class SparseFile:
         namespace: str,
         describe: dict[str, Any],
         mark_of: Callable[[int], str | None] | None = None,
+        identity: str | None = None,
     ) -> None:
-        key = hashlib.sha1(namespace.encode("utf-8")).hexdigest()[:20]
+        # a directory beside one SQLite file holds its namespaces; one shared by database servers'
+        # stores (``identity``: which database) keys and describes each file by its store too
+        key = hashlib.sha1(((identity + "\0") if identity else "").encode("utf-8") + namespace.encode("utf-8"))
+        key_hex = key.hexdigest()[:20]
         #: the store's change-log mark of a version (``Store.chunk_mark``): saved with the postings,
         #: it tells this store's history from another one that reached the same version numbers
         self.mark_of = mark_of
         self.directory = directory
-        self.path = directory / f"{key}.postings"
+        self.path = directory / f"{key_hex}.postings"
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
+        if identity:
+            self.describe["store"] = identity
         #: the index version last saved or restored here (a save of the same version is skipped)
         self.saved_version = -1
         #: chunks added or removed since the last save began (a long-running process re-saves after

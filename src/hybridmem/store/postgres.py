@@ -308,6 +308,7 @@ class PostgresStore:
         exact_threshold: int = 20_000,
         work_mem_mb: int = 32,
         bm25_leg: str = "process",
+        bm25_snapshot_dir: str | None = None,
     ) -> None:
         self.url = url
         if bm25_leg not in ("process", "sql"):
@@ -317,6 +318,10 @@ class PostgresStore:
         #: the embedded design with this database as the truth); "sql" — aggregated in the database
         #: per query (no memory in the process, but every posting of every query term is read)
         self.bm25_leg = bm25_leg
+        #: a local directory where this process saves its namespaces' BM25 postings (and the next
+        #: process on this machine reads them back, brought forward through the change log,
+        #: instead of reading every chunk's tokens from the server); None: not saved
+        self.bm25_snapshot_dir = str(bm25_snapshot_dir) if bm25_snapshot_dir else None
         self.path = mask_url(url)
         if not _IDENT.match(schema):
             raise ValidationError(f"invalid PostgreSQL schema name {schema!r} (lower-case letters, digits, _)")
