@@ -270,6 +270,16 @@ def test_postgres_bm25_leg_setting_is_validated(pg_url: str) -> None:
 
     with pytest.raises(ValidationError, match="bm25_leg"):
         PostgresStore(pg_url, bm25_leg="elastic")
+    monkey = pytest.MonkeyPatch()
+    try:  # the environment sets it for the CLI and `hybridmem serve`
+        monkey.setenv("HYBRIDMEM_PG_BM25_LEG", "sql")
+        with _open(pg_url) as m:
+            assert m.store.bm25_leg == "sql" and not isinstance(m.legs, ProcessBM25Legs)
+        monkey.setenv("HYBRIDMEM_PG_BM25_LEG", "elsewhere")
+        with pytest.raises(ValidationError, match="HYBRIDMEM_PG_BM25_LEG"):
+            PostgresStore(pg_url)
+    finally:
+        monkey.undo()
 
 
 def test_a_store_from_before_the_log_migrates_and_logs_from_then_on(tmp_path: Path) -> None:

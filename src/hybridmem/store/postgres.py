@@ -34,6 +34,7 @@ With ``bm25_leg="sql"`` it is aggregated in the server per query (``search_spars
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 import threading
@@ -60,7 +61,11 @@ from . import changelog_sql, graph_sql, history_sql
 from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .sql_filters import to_pg_sql
 
-__all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION"]
+__all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION", "BM25_LEG_ENV"]
+
+#: environment defaults of ``bm25_leg`` and ``bm25_snapshot_dir`` (for `hybridmem serve` and the CLI)
+BM25_LEG_ENV = "HYBRIDMEM_PG_BM25_LEG"
+BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -307,12 +312,19 @@ class PostgresStore:
         hnsw_ef_search: int = 64,
         exact_threshold: int = 20_000,
         work_mem_mb: int = 32,
-        bm25_leg: str = "process",
+        bm25_leg: str | None = None,
         bm25_snapshot_dir: str | None = None,
     ) -> None:
         self.url = url
+        # unset here: the environment (how `hybridmem serve` and the CLI are configured), else defaults
+        if bm25_leg is None:
+            bm25_leg = os.environ.get(BM25_LEG_ENV) or "process"
+            if bm25_leg not in ("process", "sql"):
+                raise ValidationError(f"{BM25_LEG_ENV} must be 'process' or 'sql', got {bm25_leg!r}")
         if bm25_leg not in ("process", "sql"):
-            raise ValidationError(f"bm25_leg must be 'process' or 'sql', got {bm25_leg!r}")
+            raise ValidationError(f"bm25_leg must be 'process' or 'sql', got {bm25_leg!r}", field="bm25_leg")
+        if bm25_snapshot_dir is None:
+            bm25_snapshot_dir = os.environ.get(BM25_SNAPSHOT_DIR_ENV) or None
         #: where the BM25 leg runs: "process" — postings loaded into each process from the stored
         #: tokens and kept in step through the change log (``hybridmem.retrieve.legs.ProcessBM25Legs``,
         #: the embedded design with this database as the truth); "sql" — aggregated in the database
