@@ -465,3 +465,20 @@ def test_healthz_and_stats_report_the_embedding_worker(tmp_path: Path) -> None:
             w = c.get("/healthz").json()["embedding_worker"]
             assert w["pending"] == 7 and w["vectors_last_minute"] == 5 and w["error"] is None
             assert c.get("/v1/stats").json()["worker"]["stored_total"] == 5
+
+
+def test_a_starting_server_loads_the_default_namespaces_indexes_before_any_query(tmp_path: Path) -> None:
+    with Memory(tmp_path / "w.db", embedder="hash") as w:
+        w.add_documents([{"id": f"n{i}", "text": f"note {i} on the billing pool"} for i in range(50)])
+        w.wait_for_vectors()
+    m = Memory(tmp_path / "w.db", embedder="hash")
+    try:
+        assert "default" not in m.legs.sparse_indexes  # nothing loaded by opening
+        with LiveServer(m):
+            deadline = time.monotonic() + 20
+            while not ("default" in m.legs.sparse_indexes and "default" in m.legs.dense_indexes):
+                assert time.monotonic() < deadline, "the warm-up did not load the indexes"
+                time.sleep(0.02)
+            assert len(m.legs.sparse_indexes["default"]) == 50 and len(m.legs.dense_indexes["default"]) == 50
+    finally:
+        m.close()

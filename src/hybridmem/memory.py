@@ -550,8 +550,9 @@ class Memory:
     def wait_for_indexes(self, *, namespace: str | None = None, timeout: float | None = None) -> bool:
         """Load a namespace's in-process BM25 and dense indexes and wait until a background HNSW
         build (above ``exact_threshold``) has finished — e.g. before measuring, or before taking
-        traffic. Queries never need this: they are answered exactly while the graph builds. A
-        server backend (PostgreSQL) keeps no in-process index: returns at once. True when ready."""
+        traffic. Queries never need this: they are answered exactly while the graph builds. On
+        PostgreSQL it loads the BM25 postings (``bm25_leg="process"``); the dense index is the
+        server's. True when ready."""
         return self.legs.wait_ready(self._ns(namespace), timeout)
 
     def reembed(self, embedder: str | Embedder, progress: Callable[[int], None] | None = None) -> int:

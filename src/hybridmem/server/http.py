@@ -553,7 +553,8 @@ def _lifespan(d: _Deps, factory: Callable[[], Any] | None) -> Callable[[FastAPI]
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if factory is not None:
             d.holder["memory"] = factory()
-        # load the query embedder in the background now rather than in the first query
+        # load the query embedder and the default namespace's indexes in the background now,
+        # rather than in the first query
         asyncio.get_running_loop().run_in_executor(d.runner.executor, _warm_up, d.holder["memory"])
         try:
             yield
@@ -918,6 +919,13 @@ def _warm_up(mem: Any) -> None:
         getattr(mem, "embedder", None)
     except Exception as e:  # noqa: BLE001 - a broken embedder shows in the dense leg's report; log it here too
         log.warning("loading the query embedder failed: %s", e)
+    # the default namespace's indexes (BM25 postings, vectors), so the first query does not load
+    # them (at 1M chunks: seconds from a saved snapshot, tens of seconds from the store); a query
+    # arriving meanwhile waits for this load instead of starting its own
+    try:
+        mem.wait_for_indexes(timeout=0)
+    except Exception as e:  # noqa: BLE001 - the first query loads them again and reports its error
+        log.warning("loading the indexes of the default namespace failed: %s: %s", type(e).__name__, e)
 
 
 def _form_metadata(metadata: str | None) -> dict[str, Any]:
