@@ -196,21 +196,27 @@ def test_a_write_from_another_os_process_is_replayed(tmp_path: Path, monkeypatch
 
 
 # ---------------------------------------------------------------- a saved snapshot brought forward
-def test_an_older_snapshot_is_brought_forward_through_the_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
+def _snapshot_then(db: Path, rng: random.Random, monkeypatch: pytest.MonkeyPatch, write: Any) -> None:
+    """A store whose postings were saved at close, then ``write(memory)`` by a process that saves
+    nothing; snapshots are taken from 50 chunks afterwards."""
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
-    db = tmp_path / "m.db"
-    rng = random.Random(6)
     with _open(db) as m:
         m.add_documents(_docs(rng, 200))
         _bm25(m)
         m.add("one more", id="x")  # closing saves at this version
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 10**9)  # a writer that saves nothing
     with _open(db) as w:
-        _mixed_writes(w, rng, 500)
-        want = _bm25(w)
+        write(w)
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
+
+
+def test_an_older_snapshot_is_brought_forward_through_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "m.db"
+    rng = random.Random(6)
+    want: dict[str, list[tuple[str, float]]] = {}
+    _snapshot_then(db, rng, monkeypatch, lambda w: (_mixed_writes(w, rng, 500), want.update(_bm25(w))))
     r = _open(db)
     try:
         loads = _Loads(r, monkeypatch)
@@ -226,16 +232,8 @@ def test_an_older_snapshot_is_brought_forward_through_the_log(
 
 
 def test_an_older_snapshot_past_the_log_is_refused(tmp_path: Path, monkeypatch, caplog) -> None:
-    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
     db = tmp_path / "m.db"
-    rng = random.Random(8)
-    with _open(db) as m:
-        m.add_documents(_docs(rng, 200))
-        _bm25(m)
-        m.add("one more", id="x")
-    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 10**9)
-    with _open(db) as w:
-        w.add("written after the snapshot: quokka", id="late")
+    _snapshot_then(db, random.Random(8), monkeypatch, lambda w: w.add("written after the snapshot: quokka", id="late"))
     with sqlite3.connect(db) as c:  # the log pruned past the snapshot's version
         c.execute("DELETE FROM chunk_log")
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)

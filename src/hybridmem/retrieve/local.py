@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import EmbedderMismatchError
 from ..filters import Filter
 from ..lru import LRU
+from ..store import changelog_sql
 from ..store.base import Allowed, Store, WriteResult
 from ..text.tokenize import TOKENIZER_VERSION
 from . import sparse_file
@@ -337,41 +338,30 @@ class LocalLegs:
     def _replay(self, ns: str, sp: SparseIndex) -> int | None:
         """Bring ``sp`` to the store's current chunk version through the change log: the chunks the
         changes since its version added (those still there, read again) and removed, applied as one
-        change. Returns the number of chunks changed, or None when the log does not hold every
-        change (``sp`` untouched: the caller reloads)."""
-        changes = self.store.chunk_changes_since(ns, sp.version)
-        if changes is None:
-            return None
-        if not changes:
-            return 0
-        added = np.unique(np.concatenate([c[1] for c in changes]))
-        # a chunk added and later removed is gone from the store (not read back); one re-added is
-        # read in its current state: removing every touched chunk first makes the order irrelevant
-        removed = np.unique(np.concatenate([c[2] for c in changes] + [added]))
-        rows = self.store.tokens_for(ns, added.tolist()) if len(added) else []
-        sp.apply(changes[-1][0], rows, removed.tolist())
-        log.debug("replayed %d chunk changes of %r from the store's change log", len(changes), ns)
-        return len(added) + len(removed)
+        change (``changelog_sql.net``). Returns the number of chunks changed, or None when the log
+        does not hold every change (``sp`` untouched: the caller reloads)."""
+
+        def apply(version: int, added: np.ndarray, removed: np.ndarray) -> bool:
+            sp.apply(version, self.store.tokens_for(ns, added.tolist()) if len(added) else [], removed.tolist())
+            return True
+
+        return _replayed(self.store.chunk_changes_since(ns, sp.version), apply, f"chunk changes of {ns!r}")
 
     def _replay_dense(self, ns: str, idx: DenseIndex) -> int | None:
         """``idx`` brought to the store's current vector version through its change log, as
         :meth:`_replay` does for BM25; None (``idx`` untouched) when the log does not hold every
         change or the vectors are of another dimension (the caller reloads)."""
-        changes = self.store.vector_changes_since(ns, idx.version)
-        if changes is None:
-            return None
-        if not changes:
-            return 0
-        added = np.unique(np.concatenate([c[1] for c in changes]))
-        removed = np.unique(np.concatenate([c[2] for c in changes] + [added]))
-        ids, vecs = self.store.vectors_for(added.tolist()) if len(added) else (np.zeros(0, np.int64), None)
-        if vecs is None or not len(ids):
-            vecs = np.zeros((0, idx.dim), np.float32)
-        elif vecs.shape[1] != idx.dim:
-            return None
-        idx.apply(changes[-1][0], ids, vecs, removed.tolist())
-        log.debug("replayed %d vector changes of %r from the store's change log", len(changes), ns)
-        return len(added) + len(removed)
+
+        def apply(version: int, added: np.ndarray, removed: np.ndarray) -> bool:
+            ids, vecs = self.store.vectors_for(added.tolist()) if len(added) else (np.zeros(0, np.int64), None)
+            if vecs is None or not len(ids):
+                vecs = np.zeros((0, idx.dim), np.float32)
+            elif vecs.shape[1] != idx.dim:
+                return False
+            idx.apply(version, ids, vecs, removed.tolist())
+            return True
+
+        return _replayed(self.store.vector_changes_since(ns, idx.version), apply, f"vector changes of {ns!r}")
 
     # ------------------------------------------------------------------ filters
     def _allowed_rowids(self, ns: str, flt: Filter) -> np.ndarray:
@@ -426,3 +416,21 @@ class LocalLegs:
         if len(added):
             rows = np.union1d(rows, self.store.filter_rowids(ns, flt, among=np.unique(added)))
         return rows
+
+
+def _replayed(
+    changes: list[changelog_sql.ChunkChange] | None,
+    apply: Callable[[int, np.ndarray, np.ndarray], bool],
+    what: str,
+) -> int | None:
+    """``apply(version, added, removed)`` of ``changes`` taken as one; the rowids touched, or None
+    when there is no complete log (``changes`` None) or ``apply`` declined."""
+    if changes is None:
+        return None
+    if not changes:
+        return 0
+    version, added, removed = changelog_sql.net(changes)
+    if not apply(version, added, removed):
+        return None
+    log.debug("replayed %d %s from the store's change log", len(changes), what)
+    return len(added) + len(removed)

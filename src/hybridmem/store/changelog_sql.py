@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 import numpy as np
 
-from .base import SQLReader
+from .base import SQLReader, WriteResult
 
-__all__ = ["KEEP", "LOGS", "ChunkChange", "mark_at", "record", "since", "table_sql"]
+__all__ = ["KEEP", "LOGS", "ChangeLogReads", "ChunkChange", "changed", "mark_at", "net", "record", "since", "table_sql"]
 
 #: versions of each namespace the log keeps (older entries are pruned as new ones are written)
 KEEP = 10_000
@@ -69,6 +71,32 @@ def record(
         db.execute(f"DELETE FROM {table} WHERE ns_id=? AND version <= ?", (ns, int(version) - KEEP))
 
 
+def changed(
+    db: SQLReader,
+    namespace: str,
+    ns: int,
+    counter: str,
+    version: int,
+    added: list[int],
+    removed: list[int],
+    res: WriteResult,
+) -> None:
+    """A store's write bumped ``counter`` (chunk_version, vec_version) of ``ns`` to ``version``: log
+    the change in that counter's log, in the write's transaction, and report it in ``res``."""
+    record(db, ns, version, added, removed, LOGS[counter])
+    (res.chunk_changes if counter == "chunk_version" else res.vec_changes).append((namespace, version, added, removed))
+
+
+def net(changes: Sequence[ChunkChange]) -> tuple[int, np.ndarray, np.ndarray]:
+    """Several changes as one: (the last version, rowids added by any, rowids to remove first). A
+    rowid added and later removed is gone from the store (reading it back finds nothing); one
+    re-added is read in its current state: removing every touched rowid first makes the order of
+    the changes irrelevant."""
+    added = np.unique(np.concatenate([c[1] for c in changes]))
+    removed = np.unique(np.concatenate([c[2] for c in changes] + [added]))
+    return changes[-1][0], added, removed
+
+
 def since(db: SQLReader, ns: int, version: int, current: int, table: str = "chunk_log") -> list[ChunkChange] | None:
     """The changes from ``version`` (exclusive) to ``current`` (inclusive), in order; None when the
     log does not hold every one of them (pruned, a bump that was not logged, or ``version`` is not
@@ -91,3 +119,56 @@ def mark_at(db: SQLReader, ns: int, version: int) -> str | None:
     """The mark of the entry that brought ``ns`` to ``version`` (None: not logged, or pruned)."""
     row = db.execute("SELECT mark FROM chunk_log WHERE ns_id=? AND version=?", (ns, int(version))).fetchone()
     return None if row is None else str(row[0])
+
+
+class _Snapshots(Protocol):
+    def namespace_id(self, name: str) -> int | None: ...
+    def snapshot(self) -> AbstractContextManager[SQLReader]: ...
+    def _bump(self, conn: Any, ns: int, column: str = ...) -> int: ...
+    def _portable(self, conn: Any) -> SQLReader: ...
+
+
+class ChangeLogReads:
+    """The stores' change-log writes and reads (a mixin over ``namespace_id``, ``snapshot()``,
+    ``_bump`` and ``_portable``, which both backends have): each read takes a counter and its log
+    in one snapshot."""
+
+    def chunk_changes_since(self: _Snapshots, namespace: str, version: int) -> list[ChunkChange] | None:
+        """The committed chunk changes after ``version`` up to the current one, or None when the
+        change log does not hold them all (:func:`since`)."""
+        return ChangeLogReads._since(self, namespace, version, "chunk_version")
+
+    def vector_changes_since(self: _Snapshots, namespace: str, version: int) -> list[ChunkChange] | None:
+        """The committed vector changes after ``version`` (as ``chunk_changes_since``)."""
+        return ChangeLogReads._since(self, namespace, version, "vec_version")
+
+    def chunk_mark(self: _Snapshots, namespace: str, version: int) -> str | None:
+        """The chunk log's mark of ``version`` (:func:`mark_at`)."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return None
+        with self.snapshot() as db:
+            return mark_at(db, ns, version)
+
+    def _changed(
+        self: _Snapshots,
+        conn: Any,
+        namespace: str,
+        ns: int,
+        counter: str,
+        added: list[int],
+        removed: list[int],
+        res: WriteResult,
+    ) -> None:
+        """In a write's transaction on ``conn``: bump the namespace's ``counter``, log and report
+        the change (:func:`changed`)."""
+        changed(self._portable(conn), namespace, ns, counter, self._bump(conn, ns, counter), added, removed, res)
+
+    @staticmethod
+    def _since(store: _Snapshots, namespace: str, version: int, counter: str) -> list[ChunkChange] | None:
+        ns = store.namespace_id(namespace)
+        if ns is None:
+            return None
+        with store.snapshot() as db:
+            row = db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone()
+            return None if row is None else since(db, ns, version, int(row[0]), LOGS[counter])

@@ -292,7 +292,7 @@ class _AutoReader:
 
 
 # ---------------------------------------------------------------------------------------------- store
-class PostgresStore:
+class PostgresStore(changelog_sql.ChangeLogReads):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
     namespace across processes by a row lock on the namespace."""
 
@@ -925,23 +925,10 @@ class PostgresStore:
                 self._changed(conn, namespace, ns, "chunk_version", retired, retired, res)
         return res
 
-    def _changed(
-        self,
-        conn: psycopg.Connection,
-        namespace: str,
-        ns: int,
-        counter: str,
-        added: list[int],
-        removed: list[int],
-        res: WriteResult,
-    ) -> None:
-        """Bump the namespace's ``counter`` (chunk_version, vec_version), log the change in its log
-        (changelog_sql) and report it."""
-        version = self._bump(conn, ns, counter)
-        changelog_sql.record(_Qmark(conn), ns, version, added, removed, changelog_sql.LOGS[counter])
-        (res.chunk_changes if counter == "chunk_version" else res.vec_changes).append(
-            (namespace, version, added, removed)
-        )
+    @staticmethod
+    def _portable(conn: psycopg.Connection) -> Any:
+        """``conn`` in the ``?`` dialect of the SQL both backends share (changelog_sql, history_sql)."""
+        return _Qmark(conn)
 
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
@@ -1162,31 +1149,6 @@ class PostgresStore:
 
     def chunk_version(self, namespace: str) -> int:
         return self._version(namespace, "chunk_version")
-
-    def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
-        """The committed chunk changes after ``version`` up to the current one, or None when the
-        change log does not hold them all (changelog_sql.since); read in one snapshot."""
-        return self._changes_since(namespace, version, "chunk_version")
-
-    def vector_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
-        """The committed vector changes after ``version`` (as ``chunk_changes_since``)."""
-        return self._changes_since(namespace, version, "vec_version")
-
-    def _changes_since(self, namespace: str, version: int, counter: str) -> list[changelog_sql.ChunkChange] | None:
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return None
-        with self.snapshot() as db:
-            current = int(_one(db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
-            return changelog_sql.since(db, ns, version, current, changelog_sql.LOGS[counter])
-
-    def chunk_mark(self, namespace: str, version: int) -> str | None:
-        """The change log's mark of ``version`` (changelog_sql.mark_at)."""
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return None
-        with self.snapshot() as db:
-            return changelog_sql.mark_at(db, ns, version)
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
         ns = self.namespace_id(namespace)

@@ -192,7 +192,7 @@ class _Changes:
     keys: set[str] = field(default_factory=set)
 
 
-class SQLiteStore:
+class SQLiteStore(changelog_sql.ChangeLogReads):
     """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
 
     schema_version = 0  # set below, once the migrations are listed
@@ -508,23 +508,10 @@ class SQLiteStore:
         if added or removed:
             self._changed(db, namespace, ns, "chunk_version", added, removed, res)
 
-    def _changed(
-        self,
-        db: sqlite3.Connection,
-        namespace: str,
-        ns: int,
-        counter: str,
-        added: list[int],
-        removed: list[int],
-        res: WriteResult,
-    ) -> None:
-        """Bump the namespace's ``counter`` (chunk_version, vec_version), log the change in its log
-        (changelog_sql) and report it."""
-        version = self._bump(db, ns, counter)
-        changelog_sql.record(db, ns, version, added, removed, changelog_sql.LOGS[counter])
-        (res.chunk_changes if counter == "chunk_version" else res.vec_changes).append(
-            (namespace, version, added, removed)
-        )
+    @staticmethod
+    def _portable(conn: sqlite3.Connection) -> Any:
+        """``conn`` in the ``?`` dialect of the SQL both backends share (changelog_sql, history_sql)."""
+        return conn
 
     def _write_one(
         self,
@@ -746,32 +733,6 @@ class SQLiteStore:
         if ns is None:
             return 0
         return int(self.reader.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-
-    def chunk_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
-        """The committed chunk changes after ``version`` up to the current one, or None when the
-        change log does not hold them all (changelog_sql.since)."""
-        return self._changes_since(namespace, version, "chunk_version")
-
-    def vector_changes_since(self, namespace: str, version: int) -> list[changelog_sql.ChunkChange] | None:
-        """The committed vector changes after ``version`` (as ``chunk_changes_since``)."""
-        return self._changes_since(namespace, version, "vec_version")
-
-    def _changes_since(self, namespace: str, version: int, counter: str) -> list[changelog_sql.ChunkChange] | None:
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return None
-        db = self.reader
-        db.execute("BEGIN")  # the counter and its log in one snapshot
-        try:
-            current = int(db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-            return changelog_sql.since(db, ns, version, current, changelog_sql.LOGS[counter])
-        finally:
-            db.execute("COMMIT")
-
-    def chunk_mark(self, namespace: str, version: int) -> str | None:
-        """The change log's mark of ``version`` (changelog_sql.mark_at)."""
-        ns = self.namespace_id(namespace)
-        return None if ns is None else changelog_sql.mark_at(self.reader, ns, version)
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]:
         """(chunk version, [(rowid, space-joined tokens)]) of a namespace, read in one snapshot."""
