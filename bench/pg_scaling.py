@@ -21,7 +21,11 @@ hnsw`` (m=16, ef_construction=64); SQLite: the first dense query, which loads th
 the in-process HNSW (usearch) above ``exact_threshold``; (4) queries — p50/p95 of ``Memory.search``
 (top_k=10) for bm25, vector, hybrid, and hybrid under a ~1 %-selective filter
 (service = svc-3 AND severity = 4), after 10 warm-ups, with each leg's median time; (5) dense
-recall@10 of the dense leg against an exact scan on 50 queries.
+recall@10 of the dense leg against an exact scan on 50 queries. On PostgreSQL the queries run
+twice, alternating, on the same database: with the BM25 leg over in-process postings
+(``bm25_leg="process"``, the default: also timed are the postings' load and the first query after
+another process wrote 64 documents, which replays the change log) and aggregated in SQL
+(``bm25_leg="sql"``).
 """
 
 from __future__ import annotations
@@ -168,19 +172,33 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
         "hybrid": {"mode": "hybrid"},
         "hybrid_filter_1pct": {"mode": "hybrid", "metadata_filter": FILTER_1PCT},
     }
+    # PostgreSQL: the BM25 leg over in-process postings (bm25_leg="process", the default) and, side
+    # by side on the same database in the same process, aggregated in SQL (bm25_leg="sql")
+    mems = {"": mem}
+    if backend == "postgres":
+        out["bm25_leg"] = mem.store.bm25_leg
+        rss1 = rss_mb()
+        t = time.perf_counter()
+        mem.search(queries[0], mode="bm25", top_k=10)  # loads the postings from the stored tokens
+        out["bm25_postings_load"] = {"seconds": round(time.perf_counter() - t, 1), "rss_mb": round(rss_mb() - rss1)}
+        mems["_bm25_in_sql"] = Memory(
+            target, embedder=emb, auto_embed=False, chunk_size=None, store_options={"bm25_leg": "sql"}
+        )
     for q in queries[:10]:  # warm-up
-        for kw in modes.values():
-            mem.search(q, top_k=10, **kw)
-    lat: dict[str, list[float]] = {m: [] for m in modes}
-    legs: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
+        for m_ in mems.values():
+            for kw in modes.values():
+                m_.search(q, top_k=10, **kw)
+    lat: dict[str, list[float]] = {m + sfx: [] for m in modes for sfx in mems}
+    legs: dict[str, dict[str, list[float]]] = {m: {} for m in lat}
     for q in queries[10:]:
         for name, kw in modes.items():
-            t = time.perf_counter()
-            r = mem.search(q, top_k=10, **kw)
-            lat[name].append((time.perf_counter() - t) * 1000)
-            for leg, rep in r.legs.items():
-                legs[name].setdefault(leg, []).append(rep.took_ms)
-    out["query"] = {
+            for sfx, m_ in mems.items():  # alternating: both see the same machine state
+                t = time.perf_counter()
+                r = m_.search(q, top_k=10, **kw)
+                lat[name + sfx].append((time.perf_counter() - t) * 1000)
+                for leg, rep in r.legs.items():
+                    legs[name + sfx].setdefault(leg, []).append(rep.took_ms)
+    stats = {
         name: {
             **summary(v),
             "legs_p50_ms": {leg: round(statistics.median(x), 2) for leg, x in legs[name].items()},
@@ -188,6 +206,26 @@ def run_one(backend: str, n: int, target: str, n_queries: int) -> dict:
         }
         for name, v in lat.items()
     }
+    out["query"] = {m: stats[m] for m in modes}
+    if backend == "postgres":
+        out["query_bm25_in_sql"] = {m: stats[m + "_bm25_in_sql"] for m in modes}
+        same, worst = 0, 0.0
+        for q in queries[10:60]:  # the two legs rank alike: same ids, scores within float32 rounding
+            a = mem.search(q, mode="bm25", top_k=10).results
+            b = mems["_bm25_in_sql"].search(q, mode="bm25", top_k=10).results
+            same += [r.chunk_id for r in a] == [r.chunk_id for r in b]
+            worst = max([worst] + [abs(x.scores["bm25"] - y.scores["bm25"]) / y.scores["bm25"] for x, y in zip(a, b)])
+        out["bm25_process_vs_sql"] = {"same_ids": f"{same}/50", "max_relative_score_difference": worst}
+        # another process's write reaches this one through the change log: the first query after it
+        writer = mems["_bm25_in_sql"]
+        after = []
+        for i in range(20):
+            writer.add_documents(make_corpus(64, seed=1000 + i), batch_size=64)
+            t = time.perf_counter()
+            mem.search(queries[10 + i], mode="bm25", top_k=10)
+            after.append((time.perf_counter() - t) * 1000)
+        out["bm25_first_query_after_another_writer_64_docs"] = summary(after)
+        writer.close()
     # dense recall@10 of the index vs exact, 50 queries
     _, rowids, m = mem.store.load_vectors("default")
     rec = []
@@ -222,14 +260,19 @@ def fmt_table(results: list[dict]) -> str:
         if "error" in r:
             rows.append(f"| {r['backend']} | {r['n']:,} | failed: {r['error'][:80]} |")
             continue
-        q = r["query"]
-        f = lambda k: f"{q[k]['p50_ms']:.1f} / {q[k]['p95_ms']:.1f}"  # noqa: E731
-        rows.append(
-            f"| {r['backend']} | {r['ingest']['chunks']:,} | {r['ingest']['chunks_per_s']:,} | "
-            f"{r['vectors']['vectors_per_s']:,} | {r['index']['build_s']} | {f('bm25')} | {f('vector')} | "
-            f"{f('hybrid')} | {f('hybrid_filter_1pct')} | {r['dense_recall_at_10']} | "
-            f"{r['store_bytes'] / 2**20:,.0f} MiB |"
-        )
+        for label, key in ((r["backend"], "query"), (f"{r['backend']}, bm25_leg=sql", "query_bm25_in_sql")):
+            if key not in r:
+                continue
+            if "bm25_leg" in r and key == "query":
+                label += f", bm25_leg={r['bm25_leg']}"
+            q = r[key]
+            f = lambda k: f"{q[k]['p50_ms']:.1f} / {q[k]['p95_ms']:.1f}"  # noqa: E731
+            rows.append(
+                f"| {label} | {r['ingest']['chunks']:,} | {r['ingest']['chunks_per_s']:,} | "
+                f"{r['vectors']['vectors_per_s']:,} | {r['index']['build_s']} | {f('bm25')} | {f('vector')} | "
+                f"{f('hybrid')} | {f('hybrid_filter_1pct')} | {r['dense_recall_at_10']} | "
+                f"{r['store_bytes'] / 2**20:,.0f} MiB |"
+            )
     return "\n".join(rows)
 
 
