@@ -392,3 +392,22 @@ def test_postgres_processes_share_saved_postings_brought_forward_through_the_log
             assert c.legs.local.sparse_index(NS).version == c.store.chunk_version(NS)
     finally:
         srv.drop_database(url2)
+
+
+@pytest.mark.postgres
+def test_one_shot_cli_commands_run_bm25_in_sql_and_servers_in_process(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A one-shot command would load every posting of the namespace to answer one query (26 s at 1M
+    chunks, against ~0.5 s in SQL); a server loads them once for all its queries."""
+    from hybridmem.cli.common import CliContext
+
+    monkeypatch.delenv("HYBRIDMEM_PG_BM25_LEG", raising=False)
+    cli = CliContext(db=pg_url, embedder="hash")
+    with cli.open_memory() as m:
+        assert m.store.bm25_leg == "sql" and not isinstance(m.legs, ProcessBM25Legs)
+    with cli.open_memory(long_running=True) as m:
+        assert m.store.bm25_leg == "process" and isinstance(m.legs, ProcessBM25Legs)
+    monkeypatch.setenv("HYBRIDMEM_PG_BM25_LEG", "process")  # the user's choice wins
+    with cli.open_memory() as m:
+        assert m.store.bm25_leg == "process"

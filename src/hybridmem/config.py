@@ -47,6 +47,11 @@ EMBED_BATCH = 16
 BM25_K1 = 1.2
 BM25_B = 0.75
 BM25_IDF_FLOOR = 1e-6  # a term in more than half the chunks keeps a tiny positive weight
+#: PostgreSQL: where the BM25 leg runs ("process": in-process postings kept in step through the change
+#: log, the library's and servers' default; "sql": aggregated per query, one-shot CLI commands'
+#: default) and where a process saves its postings for the next one
+PG_BM25_LEG_ENV = "HYBRIDMEM_PG_BM25_LEG"
+PG_BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
 
 # per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
 LEG_TIMEOUT = 30.0

@@ -45,7 +45,7 @@ from .rerank import Reranker
 from .retrieve.blas import limit_process_blas
 from .retrieve.legs import make_legs
 from .retrieve.search import Searcher, build_request
-from .store import display_target, open_store, store_exists
+from .store import display_target, is_url, open_store, store_exists
 from .store.base import PreparedDocument, Store, check_embedder, version_record
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ __all__ = [
     "RERANKER_ENV",
     "stored_embedder",
     "store_exists",
+    "is_url",
     "display_target",
     "limit_process_blas",
 ]

@@ -7,6 +7,7 @@ rich and its progress bars load when a command first needs them."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -95,13 +96,21 @@ class CliContext:
     namespace: str = config.DEFAULT_NAMESPACE
     embedder: Optional[str] = None
 
-    def open_memory(self, *, create: bool = True, auto_embed: bool = False, **kw: Any) -> Memory:
-        from ..memory import Memory, store_exists
+    def open_memory(
+        self, *, create: bool = True, auto_embed: bool = False, long_running: bool = False, **kw: Any
+    ) -> Memory:
+        """The invocation's memory. A one-shot command (not ``long_running``: not a server) on
+        PostgreSQL runs the BM25 leg in SQL unless ``HYBRIDMEM_PG_BM25_LEG`` says otherwise: loading a
+        namespace's postings into the process (the default, for servers) costs seconds per 100k
+        chunks and pays off over many queries, not one."""
+        from ..memory import Memory, is_url, store_exists
 
         # reuse the embedder the store was built with, so commands need no --embedder
         spec = self.embedder or stored_embedder(self.db)
         if not create and not store_exists(self.db):
             raise NotFoundError(f"no memory store at {self.db} (ingest something first, or pass --db)")
+        if not long_running and is_url(self.db) and not os.environ.get(config.PG_BM25_LEG_ENV):
+            kw["store_options"] = {"bm25_leg": "sql", **(kw.get("store_options") or {})}
         return Memory(self.db, embedder=spec, namespace=self.namespace, auto_embed=auto_embed, create=create, **kw)
 
 

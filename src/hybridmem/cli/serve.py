@@ -296,7 +296,7 @@ def mcp_cmd(
         check_transport(transport, host, cfg.api_keys)  # before opening anything
         configure_logging(cfg.log_level, cfg.log_format)
         cli = cli_context(ctx)
-        with cli.open_memory(create=True, auto_embed=True) as mem:
+        with cli.open_memory(create=True, auto_embed=True, long_running=True) as mem:
             run_mcp(
                 mem,
                 transport=transport,

@@ -50,7 +50,7 @@ import psycopg
 from psycopg import errors as pgerr
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .. import deadline
+from .. import config, deadline
 from ..config import BM25_B as B
 from ..config import BM25_IDF_FLOOR
 from ..config import BM25_K1 as K1
@@ -64,8 +64,8 @@ from .sql_filters import to_pg_sql
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION", "BM25_LEG_ENV"]
 
 #: environment defaults of ``bm25_leg`` and ``bm25_snapshot_dir`` (for `hybridmem serve` and the CLI)
-BM25_LEG_ENV = "HYBRIDMEM_PG_BM25_LEG"
-BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
+BM25_LEG_ENV = config.PG_BM25_LEG_ENV
+BM25_SNAPSHOT_DIR_ENV = config.PG_BM25_SNAPSHOT_DIR_ENV
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
