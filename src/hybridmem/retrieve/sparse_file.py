@@ -167,25 +167,22 @@ class SparseFile:
         try:
             idx, why, mark = self._read(version, live, replay is not None)
             saved = idx.version if idx is not None else -1
+            past_log = (
+                f"it reflects chunk version {saved}, the store is at {version}, and the store's change "
+                "log no longer holds every change in between"
+            )
             have = self._mark(saved) if idx is not None and mark is not None else None
             if have is not None and have != mark:
                 idx, why = None, "it was saved from another history of the store (its change-log mark differs)"
             elif idx is not None and idx.version != version and have is None:
                 # without the mark (pruned, or a snapshot written without one) nothing proves the
                 # changes since are this snapshot's continuation
-                why = (
-                    f"it reflects chunk version {saved}, the store is at {version}, and the store's change "
-                    "log no longer holds every change in between"
-                )
-                idx = None
+                idx, why = None, past_log
             if idx is not None and idx.version != version:
                 assert replay is not None
                 changed = replay(idx)
                 if changed is None:
-                    why = (
-                        f"it reflects chunk version {saved}, the store is at {version}, and the store's change "
-                        "log no longer holds every change in between"
-                    )
+                    why = past_log
                 elif len(idx) != live:
                     why = f"brought forward from version {saved} it holds {len(idx)} live chunks, the store {live}"
                 else:
