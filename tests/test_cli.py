@@ -86,6 +86,7 @@ def test_stdin_ingest_get_delete_stats(store: Path) -> None:
         (["search", "pool", "--top-k", "1001"], "top_k"),
         (["search", "pool", "--dense-weight", "-1"], "dense_weight"),
         (["search", "pool", "--mode", "fuzzy"], "mode"),
+        (["search", "pool", "--fusion", "borda"], "hybrid_params.fusion"),
         (["search", "pool", "--filter-json", '{"severity": {"$regex": "x"}}'], "$regex"),
         (["search", "pool", "--filter-json", "{bad json"], "--filter-json"),
     ],
@@ -95,6 +96,15 @@ def test_bad_input_is_a_clear_error(store: Path, args: list[str], needle: str) -
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert needle in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_search_fusion_option(store: Path) -> None:
+    r = run(store, "search", "connection pool", "--fusion", "adaptive", "--json")
+    assert r.returncode == 0, r.stderr
+    body = json.loads(r.stdout)
+    assert body["fusion"] == "adaptive" and sum(body["leg_weights"][n] for n in ("bm25", "dense")) == pytest.approx(2)
+    text = run(store, "search", "connection pool", "--fusion", "dbsf").stdout
+    assert "fusion dbsf: bm25 1.00 · dense 1.00" in text
 
 
 def test_store_and_path_errors(store: Path, tmp_path: Path) -> None:

@@ -282,6 +282,7 @@ def test_limits_name_the_field(a: httpx.Client) -> None:
         ({"search_text": "x", "top_k": 0}, "top_k"),
         ({"search_text": "x", "hybrid_params": {"dense_weight": -1}}, "hybrid_params.dense_weight"),
         ({"search_text": "x", "mode": "magic"}, "mode"),
+        ({"search_text": "x", "hybrid_params": {"fusion": "borda"}}, "hybrid_params.fusion"),
         ({"search_text": "x", "metadata_filter": {"environment": {"$regex": "p.*"}}}, "metadata_filter"),
         ({"search_text": "x", "namespace": ""}, "namespace"),
     ],

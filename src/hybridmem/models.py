@@ -106,6 +106,11 @@ class HybridParams(BaseModel):
     time_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     #: weight of the recency leg (hybrid mode: the allowed memories by occurred_at, newest first); 0 = off
     recency_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
+    #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (RRF whose BM25 and
+    #: dense weights are set for each query from what its legs returned, by the shipped model:
+    #: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``, ``combsum``, ``combmnz``
+    #: (``rrf_score`` then holds that fused score)
+    fusion: Literal["rrf", "adaptive", "dbsf", "combsum", "combmnz"] = "rrf"
 
 
 def _time(v: Any, field: str, named: bool = False) -> float | None:
@@ -387,6 +392,9 @@ class QueryResponse(BaseModel):
     rerank_note: str | None = None
     #: LLM cost of this response; None when no LLM was called
     usage: Usage | None = None
+    #: the fusion used and the weight each leg that ran was fused with (``adaptive``: this query's)
+    fusion: str = "rrf"
+    leg_weights: dict[str, float] = Field(default_factory=dict)
     #: what the caller may want to know about this answer: a filter key no document has, a
     #: namespace that does not exist, a dense leg left out while too few vectors exist
     warnings: list[str] = Field(default_factory=list)

@@ -134,6 +134,9 @@ def print_response(resp: QueryResponse, embedding: str | None = None) -> None:
         highlight=False,
         markup=False,
     )
+    if resp.fusion != "rrf":
+        weights = " · ".join(f"{n} {w:.2f}" for n, w in resp.leg_weights.items())
+        out.print(f"fusion {resp.fusion}: {weights}", highlight=False, markup=False)
     if resp.reranker:
         state_ = "reranked" if resp.reranked else "NOT reranked (fused order)"
         out.print(f"{state_} by {resp.reranker}; rrf is the fused score", highlight=False, markup=False)

@@ -249,6 +249,12 @@ def search(
     graph_weight: Optional[float] = typer.Option(
         None, "--graph-weight", metavar="W", help="Weight of the graph leg (hybrid)."
     ),
+    fusion: Optional[str] = typer.Option(
+        None,
+        "--fusion",
+        metavar="NAME",
+        help="rrf (default), adaptive (per-query leg weights), or dbsf, combsum, combmnz (normalized scores).",
+    ),
     fetch_k: Optional[int] = typer.Option(None, "--fetch-k", metavar="N"),
     filters: list[str] = typer.Option(
         [], "--filter", "-f", metavar="KEY=VALUE", help="key=value equality filter (repeatable)."
@@ -297,6 +303,7 @@ def search(
                 "sparse_weight": sparse_weight,
                 "rrf_k_constant": rrf_k,
                 "graph_weight": graph_weight,
+                "fusion": fusion,
             },
         )
         req = _validated(data)

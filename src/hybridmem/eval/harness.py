@@ -39,10 +39,12 @@ __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 #: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
 #: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
 #: ``hybrid+time`` is the product's default (the time leg when a question names a time) and
-#: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets)
+#: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
+#: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "hybrid+time": ({"time_weight": 1.0}, None),
     "hybrid+context": ({"time_weight": 1.0}, {"before": 1, "after": 1}),
+    "hybrid+adaptive": ({"time_weight": 0.0, "fusion": "adaptive"}, None),
 }
 ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
 #: the single-leg modes hybrid is compared with
@@ -308,11 +310,26 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
             res = paired_test(a, b, seed=seed)
             label = f"hybrid vs best single leg ({m})" if m == best else f"hybrid vs {m}"
             out.append({"a": "hybrid", "b": m, "metric": met, "label": label, "best_single_leg": m == best, **res})
+    if modes.get("hybrid+adaptive", {}).get("status") == "ok":
+        for met in dict.fromkeys((metric, "mrr@10")):
+            a = [modes["hybrid+adaptive"]["per_query"][q][met] for q in qids]
+            b = [modes[best]["per_query"][q][met] for q in qids]
+            out.append(
+                {
+                    "a": "hybrid+adaptive",
+                    "b": best,
+                    "metric": met,
+                    "label": f"adaptive fusion vs best single leg ({best})",
+                    "best_single_leg": False,
+                    **paired_test(a, b, seed=seed),
+                }
+            )
     for other, label in (
         ("rerank", "rerank vs hybrid (fused order)"),
         (HYBRID_GRAPH[0], "hybrid + graph leg vs hybrid"),
         ("hybrid+time", "hybrid + time leg vs hybrid"),
         ("hybrid+context", "hybrid + context window vs hybrid"),
+        ("hybrid+adaptive", "adaptive fusion vs classic RRF"),
     ):
         if modes.get(other, {}).get("status") != "ok":
             continue

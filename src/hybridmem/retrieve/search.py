@@ -20,7 +20,7 @@ from ..lru import LRU
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
-from .fusion import rrf
+from .fusion import SCORE_FUSIONS, query_features, rrf, score_fusion, shipped_model
 from .legs import Legs
 from .scope import (
     check_scopes,
@@ -163,7 +163,8 @@ class Searcher:
         allowed = self.legs.allowed(namespace, flt) if flt is not None else None
         if allowed is not None and (allowed.rowids is None or allowed.empty):
             check_scopes(req, self.store, namespace)
-        legs = self._legs(req, namespace, mode, allowed, k)
+        terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
+        legs = self._legs(req, namespace, mode, allowed, k, terms)
         if mode == "hybrid":
             legs.update(self._time_legs(req, namespace, flt, allowed, k))
 
@@ -183,17 +184,34 @@ class Searcher:
         }
         pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
         scale = self._dense_scale(namespace, pending, mode, warnings)
+        method: str = hp.fusion
+        used: str = hp.fusion
+        if hp.fusion == "adaptive":
+            method = shipped_model().base
+            if "bm25" in hits and "dense" in hits:
+                alpha = self._dense_share(hits, terms)
+                weights["bm25"] *= 2 * (1 - alpha)
+                weights["dense"] *= 2 * alpha
         weights["dense"] *= scale[0]
-        stand_in = self._stand_in_dense_ranks(hits) if pending and mode == "hybrid" and "dense" in hits else []
-        fused = rrf(
-            [[r for r, _ in hits[n]] for n in order],
-            k=hp.rrf_k_constant,
-            weights=[weights[n] for n in order],
-            rank_scales=[scale[1] if n == "dense" else 1.0 for n in order],
-            imputed=[stand_in if n == "dense" else [] for n in order],
-        )
-        # weight 0 removes a leg's contribution; a chunk only that leg found scores 0 and is dropped
-        fused = [(r, s) for r, s in fused if s > 0][: keep or req.top_k]
+        if method in SCORE_FUSIONS and pending and "dense" in hits:
+            # the dense leg sees only the chunks embedded so far: its scores would favour them over the
+            # same chunks waiting for their vectors; RRF's partial-coverage policy handles that
+            warnings.append(f"fusion {hp.fusion} runs as rrf while {pending} chunks wait for their vectors")
+            method = used = "rrf"
+        if method in SCORE_FUSIONS:
+            fused = score_fusion([hits[n] for n in order], method, [weights[n] for n in order])
+        else:
+            stand_in = self._stand_in_dense_ranks(hits) if pending and mode == "hybrid" and "dense" in hits else []
+            fused = rrf(
+                [[r for r, _ in hits[n]] for n in order],
+                k=hp.rrf_k_constant,
+                weights=[weights[n] for n in order],
+                rank_scales=[scale[1] if n == "dense" else 1.0 for n in order],
+                imputed=[stand_in if n == "dense" else [] for n in order],
+            )
+        # weight 0 removes a leg's contribution; a chunk only such legs found is dropped
+        live = {r for n in order if weights[n] > 0 for r, _ in hits[n]}
+        fused = [(r, s) for r, s in fused if r in live][: keep or req.top_k]
         rows = self.store.fetch([r for r, _ in fused])
         rank_of = {n: {r: i for i, (r, _) in enumerate(hits[n], start=1)} for n in order}
         score_of = {n: dict(hits[n]) for n in order}
@@ -225,7 +243,15 @@ class Searcher:
             pending_vectors=pending,
             took_ms=round((time.perf_counter() - t0) * 1000, 3),
             warnings=warnings,
+            fusion=used,
+            leg_weights={n: round(weights[n], 6) for n in order},
         )
+
+    @staticmethod
+    def _dense_share(hits: dict[str, list[LegHit]], terms: list[str]) -> float:
+        """The adaptive fusion's dense share α of the two legs' weight for this query (½ = classic RRF)."""
+        feats = query_features(hits["bm25"], hits["dense"], len(terms), any(is_identifier(t) for t in terms))
+        return shipped_model().dense_share(feats)
 
     def _run_legs(
         self, legs: dict[str, Callable[[], list[LegHit]]]
@@ -301,11 +327,11 @@ class Searcher:
         return legs
 
     def _legs(
-        self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int
+        self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int, terms: list[str]
     ) -> dict[str, Callable[[], list[LegHit]]]:
-        """The legs a query of ``mode`` runs, each a call bound to its inputs."""
+        """The legs a query of ``mode`` runs, each a call bound to its inputs (``terms``: the query's
+        BM25 terms, in modes bm25 and hybrid)."""
         legs: dict[str, Callable[[], list[LegHit]]] = {}
-        terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
         if mode in ("bm25", "hybrid"):
             legs["bm25"] = lambda: self.legs.sparse(namespace, terms, allowed, k)
         if mode in ("vector", "hybrid"):
