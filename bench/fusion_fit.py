@@ -428,7 +428,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def plot(results: dict[str, Any], path: Path, base: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -441,7 +441,9 @@ def plot(results: dict[str, Any], path: Path) -> None:
     ax.set_xticks(range(1, len(names) + 1), names, rotation=20)
     ax.set_ylabel("dense share α of the legs' weight")
     ax.set_ylim(0, 1)
-    ax.set_title("Adaptive fusion: per-query α (leave-one-dataset-out models; 0.5 = classic RRF)")
+    ax.set_title(
+        f"Adaptive fusion: per-query α (leave-one-dataset-out models; weights feed {base}; 0.5 = equal weights)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -538,7 +540,7 @@ def main() -> None:
     }
     (args.out / "fusion.json").write_text(json.dumps(summary, indent=1) + "\n")
     (args.out / "report.md").write_text(render_markdown(summary))
-    plot(results, args.out / "alpha.png")
+    plot(results, args.out / "alpha.png", base)
     print(f"wrote {args.out}/fusion.json, report.md, alpha.png")
 
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypeVar
 
-import numpy as np
-
 __all__ = [
     "DEFAULT_K",
     "FEATURES",
@@ -90,16 +88,21 @@ def rrf(
 SCORE_FUSIONS = ("dbsf", "combsum", "combmnz")
 
 
-def _normalized(scores: np.ndarray, method: str) -> np.ndarray:
+def _normalized(scores: list[float], method: str) -> list[float]:
+    """A list's scores mapped to [0, 1] (plain Python: lists are a leg's few dozen hits, where numpy's
+    per-call overhead costs more than the arithmetic)."""
+    n = len(scores)
     if method == "dbsf":  # mean ± 3σ of the list mapped to [0, 1], clipped
-        mu, sd = float(scores.mean()), float(scores.std())
+        mu = sum(scores) / n
+        sd = math.sqrt(sum((x - mu) ** 2 for x in scores) / n)
         if sd <= 0:
-            return np.ones_like(scores)
-        return np.clip((scores - (mu - 3 * sd)) / (6 * sd), 0.0, 1.0)
-    lo, hi = float(scores.min()), float(scores.max())
+            return [1.0] * n
+        lo, span = mu - 3 * sd, 6 * sd
+        return [min(1.0, max(0.0, (x - lo) / span)) for x in scores]
+    lo, hi = min(scores), max(scores)
     if hi <= lo:
-        return np.ones_like(scores)
-    return (scores - lo) / (hi - lo)
+        return [1.0] * n
+    return [(x - lo) / (hi - lo) for x in scores]
 
 
 def score_fusion(
@@ -127,9 +130,9 @@ def score_fusion(
                 seen[item] = float(s)
         if not seen:
             continue
-        norm = _normalized(np.fromiter(seen.values(), dtype=np.float64, count=len(seen)), method)
+        norm = _normalized(list(seen.values()), method)
         for rank, (item, v) in enumerate(zip(seen, norm), start=1):
-            scores[item] = scores.get(item, 0.0) + w * float(v)
+            scores[item] = scores.get(item, 0.0) + w * v
             if w > 0:
                 hits[item] = hits.get(item, 0) + 1
             if rank < best_rank.get(item, 1 << 30):
