@@ -77,7 +77,7 @@ def _run(mem: Any, ds: Any, capture: dict[str, Any]) -> dict[str, Any]:
             "search_text": text,
             "top_k": 10,
             "mode": "hybrid",
-            "hybrid_params": {"time_weight": 0.0},  # the harness's plain hybrid
+            "hybrid_params": {"time_weight": 0.0, "fusion": "rrf"},  # the harness's plain hybrid
             **ds.scopes.get(qid, {}),
         }
         if qid in ds.filters:

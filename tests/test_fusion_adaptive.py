@@ -230,3 +230,53 @@ def test_score_fusions_fall_back_to_rrf_while_vectors_are_pending(tmp_path):
         assert resp.fusion == "rrf" and any("runs as rrf while 4 chunks wait" in w for w in resp.warnings)
         m.embed_pending()
         assert m.search({"search_text": "billing pool", "hybrid_params": {"fusion": "dbsf"}}).fusion == "dbsf"
+
+
+# ---------------------------------------------------------------- a memory's default fusion
+def test_a_memory_wide_default_fusion_applies_where_a_request_names_none(tmp_path, monkeypatch):
+    monkeypatch.delenv("HYBRIDMEM_FUSION", raising=False)
+    with Memory(tmp_path / "f.db", embedder="hash", fusion="adaptive") as m:
+        m.add_documents([{"id": "a", "text": "billing pool HEL-4040"}, {"id": "b", "text": "pool sizing"}])
+        m.wait_for_vectors()
+        assert m.search("billing pool").fusion == "adaptive"
+        assert m.search({"search_text": "billing pool", "hybrid_params": {"dense_weight": 2.0}}).fusion == "adaptive"
+        assert m.search({"search_text": "billing pool", "hybrid_params": {"fusion": "rrf"}}).fusion == "rrf"
+    monkeypatch.setenv("HYBRIDMEM_FUSION", "DBSF")
+    with Memory(tmp_path / "f.db", embedder="hash") as m:
+        assert m.search("billing pool").fusion == "dbsf"
+    with Memory(tmp_path / "f.db", embedder="hash", fusion="rrf") as m:  # the argument wins over the variable
+        assert m.search("billing pool").fusion == "rrf"
+
+
+@pytest.mark.parametrize(("env", "arg", "needle"), [("borda", None, "HYBRIDMEM_FUSION"), (None, "borda", "fusion")])
+def test_an_unknown_default_fusion_is_refused_at_open(tmp_path, monkeypatch, env, arg, needle):
+    if env:
+        monkeypatch.setenv("HYBRIDMEM_FUSION", env)
+    else:
+        monkeypatch.delenv("HYBRIDMEM_FUSION", raising=False)
+    with pytest.raises(ValidationError, match=f"{needle}: unknown fusion 'borda'"):
+        Memory(tmp_path / "g.db", embedder="hash", fusion=arg)
+
+
+def test_the_harness_measures_classic_rrf_whatever_the_environment_says(tmp_path, monkeypatch):
+    from hybridmem.eval.datasets import load_dataset
+    from hybridmem.eval.harness import EvalConfig, _run_mode
+
+    monkeypatch.setenv("HYBRIDMEM_FUSION", "combmnz")
+    ds = load_dataset("demo", "all").subset(["q01", "q02", "q03"], "all")
+    with Memory(tmp_path / "h.db", embedder="hash") as m:
+        m.add_documents(ds.docs[:10])
+        m.wait_for_vectors()
+        seen = []
+        real = m.search
+
+        def spy(req):
+            resp = real(req)
+            seen.append((req["mode"], resp.fusion))
+            return resp
+
+        m.search = spy  # type: ignore[method-assign]
+        cfg = EvalConfig(modes=("hybrid",), embedder="hash")
+        _run_mode(m, ds, "hybrid", cfg, depth=False)
+        _run_mode(m, ds, "hybrid+adaptive", cfg, depth=False)
+    assert {f for mode, f in seen[:3]} == {"rrf"} and {f for _, f in seen[3:]} == {"adaptive"}

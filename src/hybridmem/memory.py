@@ -40,6 +40,7 @@ from .models import (
     QueryResponse,
     Stats,
     WorkerStatus,
+    check_fusion,
 )
 from .rerank import Reranker
 from .retrieve.blas import limit_process_blas
@@ -100,7 +101,9 @@ class Memory:
     ``llm``: a spec (``openai:gpt-4o-mini``, ``gemini:…``, ``anthropic:…``), a ChatModel, ``"none"``,
     or None for ``HYBRIDMEM_LLM`` (unset: no LLM, never a default paid API). ``reranker`` (for
     ``mode: "rerank"``): ``auto`` (the LLM when configured, else ``identifier``), ``llm``,
-    ``identifier``, or a Reranker; None reads ``HYBRIDMEM_RERANKER`` (default ``auto``).
+    ``identifier``, or a Reranker; None reads ``HYBRIDMEM_RERANKER`` (default ``auto``). ``fusion``:
+    the fusion of hybrid queries whose ``hybrid_params`` name none (``rrf``, ``adaptive``, ``dbsf``,
+    ``combsum``, ``combmnz``); None reads ``HYBRIDMEM_FUSION`` (default ``rrf``).
     """
 
     def __init__(
@@ -119,8 +122,10 @@ class Memory:
         store_options: dict[str, Any] | None = None,
         llm: str | ChatModel | None = None,
         reranker: str | Reranker | None = None,
+        fusion: str | None = None,
     ) -> None:
         self.llms = LLMChoice(llm)
+        default_fusion = check_fusion(fusion)
         reranker_choice = check_reranker(reranker)
         self.path = str(path if path is not None else config.DEFAULT_DB)
         self.namespace = check_namespace(namespace)
@@ -157,6 +162,7 @@ class Memory:
             self._executor,
             leg_timeout=leg_timeout,
             graph_leg=lambda ns, text, rows, k: self.graph.search_leg(ns, text, rows, k),
+            default_fusion=default_fusion,
         )
         self.answers = AskPipeline(self.searcher.search, self.llms, reranker_choice)
         self._graph: GraphRAG | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Annotated, Any, Literal, get_args
@@ -19,6 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from . import config
+from .errors import ValidationError
 from .timeexpr import parse_timestamp
 
 __all__ = [
@@ -58,6 +60,19 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 #: identifier reranker), ``llm`` (falls back to ``identifier`` with a note when no LLM is
 #: configured) or ``identifier``
 RerankerChoice = Literal["auto", "llm", "identifier"]
+Fusion = Literal["rrf", "adaptive", "dbsf", "combsum", "combmnz"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
+
+
+def check_fusion(choice: str | None) -> str:
+    """A memory's default fusion, validated; None reads ``HYBRIDMEM_FUSION`` (default ``rrf``)."""
+    value = choice if choice is not None else (os.environ.get(config.FUSION_ENV) or "rrf")
+    c = value.strip().lower() if isinstance(value, str) else value
+    if c not in FUSIONS:
+        src = "fusion" if choice is not None else config.FUSION_ENV
+        raise ValidationError(f"{src}: unknown fusion {value!r}; use {', '.join(FUSIONS)}", field="fusion")
+    return str(c)
+
 
 # request fields used by more than one request model, each declared once (the default is given
 # where the field is used, so that each model keeps its own field order: pydantic validates, and so
@@ -110,7 +125,8 @@ class HybridParams(BaseModel):
     #: dense weights are set for each query from what its legs returned, by the shipped model:
     #: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``, ``combsum``, ``combmnz``
     #: (``rrf_score`` then holds that fused score)
-    fusion: Literal["rrf", "adaptive", "dbsf", "combsum", "combmnz"] = "rrf"
+    #: (a request that names none gets the memory's default: ``Memory(fusion=)``, HYBRIDMEM_FUSION)
+    fusion: Fusion = "rrf"
 
 
 def _time(v: Any, field: str, named: bool = False) -> float | None:

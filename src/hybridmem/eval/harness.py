@@ -40,10 +40,11 @@ __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 #: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
 #: ``hybrid+time`` is the product's default (the time leg when a question names a time) and
 #: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
-#: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights
+#: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights (every other
+#: mode runs classic RRF, whatever HYBRIDMEM_FUSION says)
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
-    "hybrid+time": ({"time_weight": 1.0}, None),
-    "hybrid+context": ({"time_weight": 1.0}, {"before": 1, "after": 1}),
+    "hybrid+time": ({"time_weight": 1.0, "fusion": "rrf"}, None),
+    "hybrid+context": ({"time_weight": 1.0, "fusion": "rrf"}, {"before": 1, "after": 1}),
     "hybrid+adaptive": ({"time_weight": 0.0, "fusion": "adaptive"}, None),
 }
 ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
@@ -203,7 +204,9 @@ def _run_mode(
     leg_trouble: dict[str, int] = {}
     rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
     rerank_notes: dict[str, int] = {}
-    agent, window = AGENT_MODES.get(mode, ({"time_weight": 0.0} if mode == "hybrid" else {}, None))
+    # every mode names its fusion: a HYBRIDMEM_FUSION in the environment does not change what is measured
+    plain = {"time_weight": 0.0, "fusion": "rrf"} if mode == "hybrid" else {"fusion": "rrf"}
+    agent, window = AGENT_MODES.get(mode, (plain, None))
     for qid, text in ds.queries.items():
         req: dict[str, Any] = {
             "query_id": qid,

@@ -54,6 +54,8 @@ class Searcher:
     read_retries: int = 4
     #: the policy ``drop``'s threshold (share of the namespace's chunks that have a vector)
     min_dense_coverage: float = 0.5
+    #: the fusion of a query whose hybrid_params name none (Memory(fusion=), HYBRIDMEM_FUSION)
+    default_fusion: str = "rrf"
     #: (namespace, filter, chunk version) -> (latest occurred_at,): a scope's reference time
     _latest: LRU = field(default_factory=lambda: LRU(256))
 
@@ -184,9 +186,9 @@ class Searcher:
         }
         pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
         scale = self._dense_scale(namespace, pending, mode, warnings)
-        method: str = hp.fusion
-        used: str = hp.fusion
-        if hp.fusion == "adaptive":
+        fusion: str = hp.fusion if "fusion" in hp.model_fields_set else self.default_fusion
+        method, used = fusion, fusion
+        if fusion == "adaptive":
             method = shipped_model().base
             if "bm25" in hits and "dense" in hits:
                 alpha = self._dense_share(hits, terms)
@@ -196,7 +198,7 @@ class Searcher:
         if method in SCORE_FUSIONS and pending and "dense" in hits:
             # the dense leg sees only the chunks embedded so far: its scores would favour them over the
             # same chunks waiting for their vectors; RRF's partial-coverage policy handles that
-            warnings.append(f"fusion {hp.fusion} runs as rrf while {pending} chunks wait for their vectors")
+            warnings.append(f"fusion {fusion} runs as rrf while {pending} chunks wait for their vectors")
             method = used = "rrf"
         if method in SCORE_FUSIONS:
             fused = score_fusion([hits[n] for n in order], method, [weights[n] for n in order])
