@@ -31,7 +31,6 @@ hybrid nDCG@10 exactly (checked at collection: the script fails otherwise).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import pickle
 import sys
@@ -46,8 +45,8 @@ from scipy.optimize import minimize
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from hybridmem.eval.datasets import load_dataset  # noqa: E402
-from hybridmem.eval.harness import EvalConfig, open_index  # noqa: E402
+from hybridmem.eval.datasets import Dataset, load_dataset  # noqa: E402
+from hybridmem.eval.harness import EvalConfig, _split_for_sweep, open_index  # noqa: E402
 from hybridmem.eval.metrics import paired_test, per_query  # noqa: E402
 from hybridmem.retrieve import search as search_mod  # noqa: E402
 from hybridmem.retrieve.fusion import FEATURES, AdaptiveModel, query_features, rrf, score_fusion  # noqa: E402
@@ -211,13 +210,18 @@ def split_queries(data: dict[str, Any]) -> tuple[list[Query], list[Query], str]:
             queries(part, rp),
             f"conversations {sorted(train_c)} / the other {len(convs) - len(train_c)}",
         )
-    qids = sorted(part["queries"], key=lambda q: hashlib.sha256(q.encode()).hexdigest())
-    by_cat: dict[str, list[str]] = {}
-    for q in qids:
-        by_cat.setdefault(part["categories"].get(q, ""), []).append(q)
-    dev = [q for g in by_cat.values() for q in g[0::2]]
-    rest = [q for g in by_cat.values() for q in g[1::2]]
-    return queries(part, dev), queries(part, rest), "the harness's dev half / other half"
+    # the halves `hybridmem eval --sweep` tunes and reports on (its own split, not a copy of it)
+    ds = Dataset(
+        data["name"],
+        "",
+        "test",
+        [],
+        {q: part["queries"][q]["text"] for q in part["queries"]},
+        part["qrels"],
+        part["categories"],
+    )
+    dev, rest, _, _ = _split_for_sweep(ds, lambda _split: ds)
+    return queries(part, list(dev.queries)), queries(part, list(rest.queries)), "the harness's dev half / other half"
 
 
 # ---------------------------------------------------------------------------------------- fitting

@@ -51,9 +51,9 @@ BM25_IDF_FLOOR = 1e-6  # a term in more than half the chunks keeps a tiny positi
 #: log, the library's and servers' default; "sql": aggregated per query, one-shot CLI commands'
 #: default) and where a process saves its postings for the next one
 PG_BM25_LEG_ENV = "HYBRIDMEM_PG_BM25_LEG"
+PG_BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
 #: the fusion of hybrid queries that name none (`Memory(fusion=)` overrides; default rrf)
 FUSION_ENV = "HYBRIDMEM_FUSION"
-PG_BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
 
 # per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
 LEG_TIMEOUT = 30.0

@@ -121,11 +121,11 @@ class HybridParams(BaseModel):
     time_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     #: weight of the recency leg (hybrid mode: the allowed memories by occurred_at, newest first); 0 = off
     recency_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
-    #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (RRF whose BM25 and
-    #: dense weights are set for each query from what its legs returned, by the shipped model:
-    #: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``, ``combsum``, ``combmnz``
-    #: (``rrf_score`` then holds that fused score)
-    #: (a request that names none gets the memory's default: ``Memory(fusion=)``, HYBRIDMEM_FUSION)
+    #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (the BM25 and dense
+    #: weights set for each query from what its legs returned, by the shipped model, feeding the
+    #: fusion that model names: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``,
+    #: ``combsum``, ``combmnz`` (``rrf_score`` then holds that fused score). A request that names
+    #: none gets the memory's default (``Memory(fusion=)``, HYBRIDMEM_FUSION)
     fusion: Fusion = "rrf"
 
 

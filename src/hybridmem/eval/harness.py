@@ -313,36 +313,25 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
             res = paired_test(a, b, seed=seed)
             label = f"hybrid vs best single leg ({m})" if m == best else f"hybrid vs {m}"
             out.append({"a": "hybrid", "b": m, "metric": met, "label": label, "best_single_leg": m == best, **res})
-    if modes.get("hybrid+adaptive", {}).get("status") == "ok":
-        for met in dict.fromkeys((metric, "mrr@10")):
-            a = [modes["hybrid+adaptive"]["per_query"][q][met] for q in qids]
-            b = [modes[best]["per_query"][q][met] for q in qids]
-            out.append(
-                {
-                    "a": "hybrid+adaptive",
-                    "b": best,
-                    "metric": met,
-                    "label": f"adaptive fusion vs best single leg ({best})",
-                    "best_single_leg": False,
-                    **paired_test(a, b, seed=seed),
-                }
-            )
-    for other, label in (
-        ("rerank", "rerank vs hybrid (fused order)"),
-        (HYBRID_GRAPH[0], "hybrid + graph leg vs hybrid"),
-        ("hybrid+time", "hybrid + time leg vs hybrid"),
-        ("hybrid+context", "hybrid + context window vs hybrid"),
-        ("hybrid+adaptive", "adaptive fusion vs classic RRF"),
+    # (mode, the mode it is compared with, label): the adaptive fusion against the best leg, then
+    # each variant of hybrid against plain hybrid
+    for other, base, label in (
+        ("hybrid+adaptive", best, f"adaptive fusion vs best single leg ({best})"),
+        ("rerank", "hybrid", "rerank vs hybrid (fused order)"),
+        (HYBRID_GRAPH[0], "hybrid", "hybrid + graph leg vs hybrid"),
+        ("hybrid+time", "hybrid", "hybrid + time leg vs hybrid"),
+        ("hybrid+context", "hybrid", "hybrid + context window vs hybrid"),
+        ("hybrid+adaptive", "hybrid", "adaptive fusion vs classic RRF"),
     ):
         if modes.get(other, {}).get("status") != "ok":
             continue
         for met in dict.fromkeys((metric, "mrr@10")):
             a = [modes[other]["per_query"][q][met] for q in qids]
-            b = [modes["hybrid"]["per_query"][q][met] for q in qids]
+            b = [modes[base]["per_query"][q][met] for q in qids]
             out.append(
                 {
                     "a": other,
-                    "b": "hybrid",
+                    "b": base,
                     "metric": met,
                     "label": label,
                     "best_single_leg": False,

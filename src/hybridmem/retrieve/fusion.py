@@ -202,9 +202,8 @@ def query_features(
 @dataclass(frozen=True)
 class AdaptiveModel:
     """Logistic map from a query's features to the dense leg's share α of the two legs' weight:
-    the legs then fuse by ``base`` (RRF) with weights 2(1 − α) (BM25) and 2α (dense), so α = ½ is
-    classic RRF.
-    Fitted by ``bench/fusion_fit.py`` on training splits only; the numbers ship in
+    the legs then fuse by ``base`` (RRF or a score fusion) with weights 2(1 − α) (BM25) and 2α
+    (dense), so α = ½ is ``base`` with equal weights. Fitted by ``bench/fusion_fit.py`` on training splits only; the numbers ship in
     ``fusion_model.json``."""
 
     features: tuple[str, ...]

@@ -251,7 +251,7 @@ class Searcher:
 
     @staticmethod
     def _dense_share(hits: dict[str, list[LegHit]], terms: list[str]) -> float:
-        """The adaptive fusion's dense share α of the two legs' weight for this query (½ = classic RRF)."""
+        """The adaptive fusion's dense share α of the two legs' weight for this query (½ = equal weights)."""
         feats = query_features(hits["bm25"], hits["dense"], len(terms), any(is_identifier(t) for t in terms))
         return shipped_model().dense_share(feats)
 
