@@ -69,8 +69,9 @@ def check_fusion(choice: str | None) -> str:
     value = choice if choice is not None else (os.environ.get(config.FUSION_ENV) or "rrf")
     c = value.strip().lower() if isinstance(value, str) else value
     if c not in FUSIONS:
+        # the error names where the value came from (ValidationError puts the field first)
         src = "fusion" if choice is not None else config.FUSION_ENV
-        raise ValidationError(f"{src}: unknown fusion {value!r}; use {', '.join(FUSIONS)}", field="fusion")
+        raise ValidationError(f"unknown fusion {value!r}; use {', '.join(FUSIONS)}", field=src)
     return str(c)
 
 
