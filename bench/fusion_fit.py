@@ -462,6 +462,12 @@ def main() -> None:
     ap.add_argument("--legs-dir", type=Path, default=ROOT / ".hybridmem" / "fusion-legs")
     ap.add_argument("--write-model", action="store_true", help="refit the shipped model on every training split")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--base",
+        choices=("any", "rrf", "dbsf"),
+        default="any",
+        help="the fusion the adaptive weights may feed (any: chosen on the training splits)",
+    )
     args = ap.parse_args()
     names = [s.strip() for s in args.sets.split(",") if s.strip()]
     splits: dict[str, tuple[list[Query], list[Query], str]] = {}
@@ -486,6 +492,8 @@ def main() -> None:
     # 1. the model's settings, chosen leave one dataset out on the training splits only
     selection = []
     for cfg in CONFIGS:
+        if args.base != "any" and cfg["base"] != args.base:
+            continue
         inner = {}
         for held in names:
             others = [n for n in names if n != held]
@@ -535,7 +543,9 @@ def main() -> None:
                 f"  shipped model on every query of {n}: nDCG@10 {np.mean(v):.4f} (rrf {np.mean([q.fuse_rrf() for q in qs]):.4f})"
             )
     summary = {
-        "command": "python bench/fusion_fit.py" + (" --write-model" if args.write_model else ""),
+        "command": "python bench/fusion_fit.py"
+        + (f" --base {args.base}" if args.base != "any" else "")
+        + (" --write-model" if args.write_model else ""),
         "selection": selection,
         "chosen": {"base": base, "l2": l2, "features": list(feats)},
         "macro": macro,
