@@ -279,4 +279,34 @@ def test_the_harness_measures_classic_rrf_whatever_the_environment_says(tmp_path
         cfg = EvalConfig(modes=("hybrid",), embedder="hash")
         _run_mode(m, ds, "hybrid", cfg, depth=False)
         _run_mode(m, ds, "hybrid+adaptive", cfg, depth=False)
-    assert {f for mode, f in seen[:3]} == {"rrf"} and {f for _, f in seen[3:]} == {"adaptive"}
+        _run_mode(m, ds, "hybrid+time", cfg, depth=False)
+        _run_mode(m, ds, "hybrid+time+adaptive", cfg, depth=False)
+    assert [f for _, f in seen] == ["rrf"] * 3 + ["adaptive"] * 3 + ["rrf"] * 3 + ["adaptive"] * 3
+    assert {mode for mode, _ in seen} == {"hybrid"}  # the agent modes are hybrid queries
+
+
+def test_the_adaptive_time_mode_is_compared_with_the_default_it_varies():
+    from hybridmem.eval.harness import AGENT_MODES, _compare
+
+    assert AGENT_MODES["hybrid+time+adaptive"][0] == {**AGENT_MODES["hybrid+time"][0], "fusion": "adaptive"}
+    qids = ["a", "b", "c", "d"]
+
+    def mode(ndcgs):
+        return {
+            "status": "ok",
+            "metrics": {"all": {"ndcg@10": sum(ndcgs) / 4}},
+            "per_query": {q: {"ndcg@10": v, "mrr@10": v} for q, v in zip(qids, ndcgs)},
+        }
+
+    modes = {
+        "bm25": mode([0.1, 0.2, 0.3, 0.4]),
+        "hybrid": mode([0.2, 0.2, 0.3, 0.4]),
+        "hybrid+time": mode([0.2, 0.3, 0.3, 0.4]),
+        "hybrid+time+adaptive": mode([0.3, 0.4, 0.4, 0.5]),
+    }
+    rows = [r for r in _compare(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]
+    assert [(r["b"], r["metric"]) for r in rows] == [("hybrid+time", "ndcg@10"), ("hybrid+time", "mrr@10")]
+    assert rows[0]["mean_diff"] == pytest.approx(0.1)
+    # without its base mode, no comparison (and no KeyError)
+    del modes["hybrid+time"]
+    assert not [r for r in _compare(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]

@@ -40,12 +40,14 @@ __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 #: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
 #: ``hybrid+time`` is the product's default (the time leg when a question names a time) and
 #: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
-#: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights (every other
-#: mode runs classic RRF, whatever HYBRIDMEM_FUSION says)
+#: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights and
+#: ``hybrid+time+adaptive`` the default with them (every other mode runs classic RRF, whatever
+#: HYBRIDMEM_FUSION says)
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "hybrid+time": ({"time_weight": 1.0, "fusion": "rrf"}, None),
     "hybrid+context": ({"time_weight": 1.0, "fusion": "rrf"}, {"before": 1, "after": 1}),
     "hybrid+adaptive": ({"time_weight": 0.0, "fusion": "adaptive"}, None),
+    "hybrid+time+adaptive": ({"time_weight": 1.0, "fusion": "adaptive"}, None),
 }
 ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
 #: the single-leg modes hybrid is compared with
@@ -322,8 +324,9 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
         ("hybrid+time", "hybrid", "hybrid + time leg vs hybrid"),
         ("hybrid+context", "hybrid", "hybrid + context window vs hybrid"),
         ("hybrid+adaptive", "hybrid", "adaptive fusion vs classic RRF"),
+        ("hybrid+time+adaptive", "hybrid+time", "adaptive fusion vs classic RRF, both with the time leg"),
     ):
-        if modes.get(other, {}).get("status") != "ok":
+        if modes.get(other, {}).get("status") != "ok" or modes.get(base, {}).get("status") != "ok":
             continue
         for met in dict.fromkeys((metric, "mrr@10")):
             a = [modes[other]["per_query"][q][met] for q in qids]
