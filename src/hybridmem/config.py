@@ -54,6 +54,10 @@ PG_BM25_LEG_ENV = "HYBRIDMEM_PG_BM25_LEG"
 PG_BM25_SNAPSHOT_DIR_ENV = "HYBRIDMEM_PG_BM25_SNAPSHOT_DIR"
 #: the fusion of hybrid queries that name none (`Memory(fusion=)` overrides; default rrf)
 FUSION_ENV = "HYBRIDMEM_FUSION"
+#: the dtype the embedded backend's HNSW graph holds its vectors in: f32, f16 (half), i8 (a quarter);
+#: candidates of a compressed graph are rescored exactly (`Memory(hnsw_dtype=)` overrides; default f32)
+HNSW_DTYPE_ENV = "HYBRIDMEM_HNSW_DTYPE"
+HNSW_DTYPES = ("f32", "f16", "i8")
 
 # per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
 LEG_TIMEOUT = 30.0

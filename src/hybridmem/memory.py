@@ -41,6 +41,7 @@ from .models import (
     Stats,
     WorkerStatus,
     check_fusion,
+    check_hnsw_dtype,
 )
 from .rerank import Reranker
 from .retrieve.blas import limit_process_blas
@@ -103,7 +104,9 @@ class Memory:
     ``mode: "rerank"``): ``auto`` (the LLM when configured, else ``identifier``), ``llm``,
     ``identifier``, or a Reranker; None reads ``HYBRIDMEM_RERANKER`` (default ``auto``). ``fusion``:
     the fusion of hybrid queries whose ``hybrid_params`` name none (``rrf``, ``adaptive``, ``dbsf``,
-    ``combsum``, ``combmnz``); None reads ``HYBRIDMEM_FUSION`` (default ``rrf``).
+    ``combsum``, ``combmnz``); None reads ``HYBRIDMEM_FUSION`` (default ``rrf``). ``hnsw_dtype``: the
+    dtype the embedded backend's HNSW graph keeps its vectors in (``f32``; ``f16`` or ``i8`` for half
+    or a quarter of the memory, candidates rescored exactly); None reads ``HYBRIDMEM_HNSW_DTYPE``.
     """
 
     def __init__(
@@ -123,9 +126,11 @@ class Memory:
         llm: str | ChatModel | None = None,
         reranker: str | Reranker | None = None,
         fusion: str | None = None,
+        hnsw_dtype: str | None = None,
     ) -> None:
         self.llms = LLMChoice(llm)
         default_fusion = check_fusion(fusion)
+        graph_dtype = check_hnsw_dtype(hnsw_dtype)
         reranker_choice = check_reranker(reranker)
         self.path = str(path if path is not None else config.DEFAULT_DB)
         self.namespace = check_namespace(namespace)
@@ -147,7 +152,7 @@ class Memory:
             self.store.close()  # a refused store keeps no connection open
             raise
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="hybridmem-leg")
-        self.legs = make_legs(self.store, self._executor, exact_threshold=exact_threshold)
+        self.legs = make_legs(self.store, self._executor, exact_threshold=exact_threshold, hnsw_dtype=graph_dtype)
         self.worker = EmbeddingWorker(
             self.embedders,
             self.store.pending,

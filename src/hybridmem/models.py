@@ -75,6 +75,16 @@ def check_fusion(choice: str | None) -> str:
     return str(c)
 
 
+def check_hnsw_dtype(choice: str | None) -> str:
+    """The dtype of a memory's HNSW graph, validated; None reads ``HYBRIDMEM_HNSW_DTYPE`` (default f32)."""
+    value = choice if choice is not None else (os.environ.get(config.HNSW_DTYPE_ENV) or "f32")
+    c = value.strip().lower() if isinstance(value, str) else value
+    if c not in config.HNSW_DTYPES:
+        src = "hnsw_dtype" if choice is not None else config.HNSW_DTYPE_ENV
+        raise ValidationError(f"unknown HNSW dtype {value!r}; use {', '.join(config.HNSW_DTYPES)}", field=src)
+    return str(c)
+
+
 # request fields used by more than one request model, each declared once (the default is given
 # where the field is used, so that each model keeps its own field order: pydantic validates, and so
 # names the first problem, in that order)

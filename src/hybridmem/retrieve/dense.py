@@ -6,6 +6,12 @@ Filtered queries are a true pre-filter: only rows the filter allows are ranked, 
 exact over the allowed rows. For a broad filter (at least ``HNSW_FILTER_MIN_SHARE`` of the rows) with
 the graph ready, the graph is asked for ``k / share · 2`` neighbours and those the filter allows are
 kept; if fewer than ``k`` survive, the query falls back to exact search.
+
+The graph keeps its own copy of the vectors, in ``hnsw_dtype``: ``f32`` (default), ``f16`` (half the
+memory) or ``i8`` (a quarter; each component × ``127·√dim / 4``, rounded, clipped). With ``f16`` and
+``i8`` the graph only proposes candidates — ``RESCORE_FACTOR`` × k of them — and they are scored again
+exactly, in float32, against the matrix: scores are exact cosines whatever the dtype, and only a true
+neighbour the compressed graph failed to propose is lost (recall measured in docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import HNSW_DTYPES
 from .blas import query_blas
 from .cache import ArrayKeyedCache
 from .hnsw_file import HnswFile
@@ -31,8 +38,26 @@ __all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE", "HNSW_PARAMS"]
 
 #: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
 HNSW_FILTER_MIN_SHARE = 0.1
-#: how the graph is built (a saved graph built otherwise is not restored)
-HNSW_PARAMS: dict[str, str | int] = {"metric": "ip", "dtype": "f32", "connectivity": 16, "expansion_add": 128}
+#: how the graph is built (a saved graph built otherwise is not restored); the vectors' dtype is the
+#: index's own (``DenseIndex.hnsw_dtype``)
+HNSW_PARAMS: dict[str, str | int] = {"metric": "ip", "connectivity": 16, "expansion_add": 128}
+#: with a compressed graph (f16, i8), candidates asked of it per result wanted, rescored exactly
+RESCORE_FACTOR = 4
+
+
+def graph_form(x: np.ndarray, dtype: str) -> np.ndarray:
+    """Vectors (rows, or one query) as a graph of ``dtype`` holds them: float32 as they are; float16;
+    int8 scaled by 127·√dim / 4, so a unit vector's components within ±4/√dim (four standard
+    deviations of a random direction's; e5's largest is about half of that) keep 127 levels a side."""
+    x = np.asarray(x, np.float32)
+    if dtype == "f16":
+        return np.ascontiguousarray(x, np.float16)
+    if dtype == "i8":
+        scale = 127.0 * np.sqrt(x.shape[-1]) / 4.0
+        return np.ascontiguousarray(np.clip(np.rint(x * scale), -127, 127), np.int8)
+    return np.ascontiguousarray(x)
+
+
 #: vectors per usearch ``add`` call of a build: between calls the build picks up a raised thread
 #: count (a caller started waiting for it) and a cancelled generation (``close`` waits at most one
 #: call: ~2 s on one core at 384 dimensions)
@@ -68,8 +93,18 @@ def _cancel_builds() -> None:
 
 
 class DenseIndex:
-    def __init__(self, dim: int, exact_threshold: int = 50_000, ef: int = 128, saved: HnswFile | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        exact_threshold: int = 50_000,
+        ef: int = 128,
+        saved: HnswFile | None = None,
+        hnsw_dtype: str = "f32",
+    ) -> None:
+        if hnsw_dtype not in HNSW_DTYPES:
+            raise ValueError(f"hnsw_dtype must be one of {', '.join(HNSW_DTYPES)}, got {hnsw_dtype!r}")
         self.dim = dim
+        self.hnsw_dtype = hnsw_dtype
         #: where the graph is saved once built, and restored from instead of rebuilt (retrieve/hnsw_file.py)
         self.saved = saved
         #: the graph in use was restored from ``saved`` (not built in this process)
@@ -135,17 +170,21 @@ class DenseIndex:
                     alive[: self._n] = self._alive[: self._n]
                     # readers holding the old arrays keep a consistent (older) view
                     self._rowids, self._matrix, self._alive = rowids, matrix, alive
+                replaced = []
                 for j, r in enumerate(add_ids):
                     old = self._pos.get(int(r))
                     if old is not None:
                         self._alive[old] = False
+                        replaced.append(int(r))
                     p = self._n + j
                     self._rowids[p] = r
                     self._matrix[p] = add_vecs[j]
                     self._alive[p] = True
                     self._pos[int(r)] = p
                 if self._hnsw is not None:
-                    self._hnsw.add(np.asarray(add_ids, np.uint64), np.asarray(add_vecs, np.float32))
+                    if replaced:  # a rowid given a new vector: the graph holds the old one under its key
+                        self._hnsw.remove(np.asarray(replaced, np.uint64))
+                    self._hnsw.add(np.asarray(add_ids, np.uint64), graph_form(add_vecs, self.hnsw_dtype))
                 self._n = need
             self.version = version
             dead = self._n - len(self._pos)
@@ -198,19 +237,27 @@ class DenseIndex:
             idx = Index(
                 ndim=self.dim,
                 metric=str(hp["metric"]),
-                dtype=str(hp["dtype"]),
+                dtype=self.hnsw_dtype,
                 connectivity=int(hp["connectivity"]),
                 expansion_add=int(hp["expansion_add"]),
                 expansion_search=self.ef,
             )
             live = np.flatnonzero(alive)
-            restored = self.saved.restore(self.dim, rowids, matrix, live) if self.saved is not None else None
+            restored = (
+                self.saved.restore(self.dim, rowids, matrix, live, lambda x: graph_form(x, self.hnsw_dtype))
+                if self.saved is not None
+                else None
+            )
             for s in range(0, len(live) if restored is None else 0, HNSW_BUILD_BATCH):
                 if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
                     break
                 part = live[s : s + HNSW_BUILD_BATCH]
                 # read per batch: a caller that started waiting may have raised it
-                idx.add(rowids[part].astype(np.uint64), np.ascontiguousarray(matrix[part]), threads=self.build_threads)
+                idx.add(
+                    rowids[part].astype(np.uint64),
+                    graph_form(matrix[part], self.hnsw_dtype),
+                    threads=self.build_threads,
+                )
             if restored is not None:
                 restored.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file (restored: 64)
                 idx, self.restored = restored, True
@@ -236,7 +283,7 @@ class DenseIndex:
                         pass
             new = np.flatnonzero(self._alive[n0 : self._n]) + n0
             if len(new):
-                idx.add(self._rowids[new].astype(np.uint64), np.ascontiguousarray(self._matrix[new]))
+                idx.add(self._rowids[new].astype(np.uint64), graph_form(self._matrix[new], self.hnsw_dtype))
             self._hnsw, self._building = idx, False
 
     @property
@@ -284,8 +331,11 @@ class DenseIndex:
         if n == 0 or k <= 0:
             return []
         if hnsw is not None:
-            m = hnsw.search(q, k)
-            return [(int(key), float(1.0 - dist)) for key, dist in zip(m.keys, m.distances)]
+            if self.hnsw_dtype == "f32":
+                m = hnsw.search(q, k)
+                return [(int(key), float(1.0 - dist)) for key, dist in zip(m.keys, m.distances)]
+            m = hnsw.search(graph_form(q, self.hnsw_dtype), min(live, k * RESCORE_FACTOR))
+            return self._rescored(np.asarray(m.keys, np.int64), q, k, rowids, matrix)
         if allowed is not None and filtered_hnsw is not None:
             hits = self._hnsw_filtered(filtered_hnsw, q, k, allowed, live)
             if hits is not None:
@@ -321,24 +371,44 @@ class DenseIndex:
         self._masks.put(allowed, (gen, n), cand)
         return cand
 
-    @staticmethod
     def _hnsw_filtered(
-        hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray, live: int
+        self, hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray, live: int
     ) -> list[tuple[int, float]] | None:
         """Over-fetch from the graph and keep allowed rows; None when too few survive (go exact)."""
         share = len(allowed) / max(live, 1)
         if share < HNSW_FILTER_MIN_SHARE:
             return None
-        want = min(live, int(np.ceil(k / share * 2)) + 10)
-        m = hnsw.search(q, want)
+        compressed = self.hnsw_dtype != "f32"
+        want = min(live, int(np.ceil(k * (RESCORE_FACTOR if compressed else 1) / share * 2)) + 10)
+        m = hnsw.search(graph_form(q, self.hnsw_dtype), want)
         keys = np.asarray(m.keys, np.int64)
         srt = allowed if _is_sorted(allowed) else np.sort(allowed)
         at = np.minimum(np.searchsorted(srt, keys), len(srt) - 1)
         ok = srt[at] == keys
         if int(ok.sum()) < min(k, len(allowed)):
             return None
+        if compressed:
+            with self._lock:
+                rowids, matrix = self._rowids, self._matrix
+            return self._rescored(keys[ok][: k * RESCORE_FACTOR], q, k, rowids, matrix)
         keys, dists = keys[ok][:k], np.asarray(m.distances)[ok][:k]
         return [(int(key), float(1.0 - d)) for key, d in zip(keys, dists)]
+
+    def _rescored(
+        self, keys: np.ndarray, q: np.ndarray, k: int, rowids: np.ndarray, matrix: np.ndarray
+    ) -> list[tuple[int, float]]:
+        """The candidates a compressed graph proposed, scored exactly against the float32 matrix
+        (``rowids`` / ``matrix``: the arrays the query read); the top k by (score, rowid)."""
+        pos = self._pos
+        found = [(int(key), p) for key in keys if (p := pos.get(int(key))) is not None]
+        # a rowid rewritten since the lookup (its position moved) is scored where the arrays hold it
+        found = [(r, p) for r, p in found if p < len(rowids) and rowids[p] == r]
+        if not found:
+            return []
+        at = np.fromiter((p for _, p in found), np.int64, len(found))
+        scores = matrix[at] @ q
+        order = sorted(range(len(found)), key=lambda i: (-float(scores[i]), found[i][0]))[:k]
+        return [(found[i][0], float(scores[i])) for i in order]
 
 
 def _is_sorted(a: np.ndarray) -> bool:

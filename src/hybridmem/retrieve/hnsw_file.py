@@ -24,6 +24,7 @@ import logging
 import os
 import uuid
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,9 +109,16 @@ class HnswFile:
             return "its checksum does not match (corrupt, or a save was interrupted)"
         return None
 
-    def restore(self, dim: int, rowids: np.ndarray, matrix: np.ndarray, live: np.ndarray) -> Index | None:
+    def restore(
+        self,
+        dim: int,
+        rowids: np.ndarray,
+        matrix: np.ndarray,
+        live: np.ndarray,
+        to_graph: Callable[[np.ndarray], np.ndarray] = np.ascontiguousarray,
+    ) -> Index | None:
         """The saved graph brought to the live vectors (positions ``live`` of ``rowids`` / ``matrix``),
-        or None (the reason logged)."""
+        or None (the reason logged). ``to_graph``: float32 rows as the graph holds them (its dtype)."""
         why = self._usable()
         if why is None:
             index: Index | None = None
@@ -125,14 +133,21 @@ class HnswFile:
             elif index.ndim != dim:
                 why, index = f"it holds {index.ndim}-dimensional vectors, not {dim}", None
             if index is not None:
-                why = self._reconcile(index, rowids, matrix, live)
+                why = self._reconcile(index, rowids, matrix, live, to_graph)
                 if why is None:
                     return index
         if why != "no saved graph":
             log.warning("not using the saved HNSW graph %s: %s; rebuilding it", self.graph, why)
         return None
 
-    def _reconcile(self, index: Index, rowids: np.ndarray, matrix: np.ndarray, live: np.ndarray) -> str | None:
+    def _reconcile(
+        self,
+        index: Index,
+        rowids: np.ndarray,
+        matrix: np.ndarray,
+        live: np.ndarray,
+        to_graph: Callable[[np.ndarray], np.ndarray],
+    ) -> str | None:
         """Remove the keys the store dropped, replace every vector that differs from the store's (a
         rowid SQLite gave again after a delete), add the missing; None when the graph is usable."""
         keys = np.asarray(rowids[live], np.uint64)
@@ -148,7 +163,7 @@ class HnswFile:
             got: Any = index.get(keys[part])
             if got is None or any(v is None for v in got):
                 return "it lost vectors it lists"
-            differs = ~np.all(np.vstack(got).astype(np.float32, copy=False) == matrix[live[part]], axis=1)
+            differs = ~np.all(np.vstack(got) == to_graph(matrix[live[part]]), axis=1)
             changed.append(part[differs])
         stale = np.concatenate(changed) if changed else np.zeros(0, np.int64)
         if len(stale) * 2 > max(len(keys), 1):
@@ -158,5 +173,5 @@ class HnswFile:
         missing = np.concatenate([np.flatnonzero(~have), stale])
         self.changed = len(gone) + len(missing)
         if len(missing):
-            index.add(keys[missing], np.ascontiguousarray(matrix[live[missing]]))
+            index.add(keys[missing], to_graph(matrix[live[missing]]))
         return None

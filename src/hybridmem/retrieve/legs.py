@@ -13,6 +13,7 @@ every leg (a pre-filter: never a post-filter of a top-k list).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Protocol
@@ -25,6 +26,8 @@ from .local import LocalLegs
 from .types import LegHit, QueryEncoder
 
 __all__ = ["Legs", "LegHit", "ProcessBM25Legs", "QueryEncoder", "make_legs"]
+
+log = logging.getLogger(__name__)
 
 
 class Legs(Protocol):
@@ -111,13 +114,17 @@ class ProcessBM25Legs:
         self.own.close()
 
 
-def make_legs(store: Store, executor: Executor, *, exact_threshold: int) -> Legs:
+def make_legs(store: Store, executor: Executor, *, exact_threshold: int, hnsw_dtype: str = "f32") -> Legs:
     """The legs for ``store``: its own when it runs them (PostgreSQL; with ``bm25_leg="process"`` the
     BM25 leg over in-process postings), else in-process indexes."""
     own = getattr(store, "search_legs", None)
     if own is not None:
+        if hnsw_dtype != "f32":
+            log.warning(
+                "hnsw_dtype %s applies to the embedded backend's graph; this store's own index is used", hnsw_dtype
+            )
         legs: Legs = own()
         if getattr(store, "bm25_leg", "sql") == "process":
             return ProcessBM25Legs(legs, LocalLegs(store, executor, exact_threshold=exact_threshold))
         return legs
-    return LocalLegs(store, executor, exact_threshold=exact_threshold)
+    return LocalLegs(store, executor, exact_threshold=exact_threshold, hnsw_dtype=hnsw_dtype)

@@ -54,10 +54,11 @@ _I = TypeVar("_I", bound=_Versioned)
 class LocalLegs:
     """The legs of the embedded backend. Thread-safe: queries run concurrently with one writer."""
 
-    def __init__(self, store: Store, executor: Executor, *, exact_threshold: int) -> None:
+    def __init__(self, store: Store, executor: Executor, *, exact_threshold: int, hnsw_dtype: str = "f32") -> None:
         self.store = store
         self.executor = executor
         self.exact_threshold = exact_threshold
+        self.hnsw_dtype = hnsw_dtype
         self.dense_indexes: dict[str, DenseIndex] = {}
         self.sparse_indexes: dict[str, SparseIndex] = {}
         # one load at a time per kind of index (a BM25 and a dense load may run at once)
@@ -144,7 +145,12 @@ class LocalLegs:
             v, rowids, matrix = self.store.load_vectors(namespace)
             dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
             if idx is None or idx.dim != dim:
-                idx = DenseIndex(dim, exact_threshold=self.exact_threshold, saved=self._hnsw_file(namespace, dim))
+                idx = DenseIndex(
+                    dim,
+                    exact_threshold=self.exact_threshold,
+                    saved=self._hnsw_file(namespace, dim),
+                    hnsw_dtype=self.hnsw_dtype,
+                )
             idx.load(v, rowids, matrix)
             return idx
 
@@ -218,7 +224,7 @@ class LocalLegs:
         path = self._store_file()
         if path is None or not self._writable():
             return None
-        describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS}
+        describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS, "dtype": self.hnsw_dtype}
         return HnswFile(Path(path + ".hnsw"), namespace, describe)
 
     def sparse_index(self, namespace: str) -> SparseIndex:
