@@ -6,7 +6,6 @@ and a bad choice is refused naming where it came from."""
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,21 +14,14 @@ import pytest
 from hybridmem import Memory
 from hybridmem.errors import ValidationError
 from hybridmem.retrieve.dense import RESCORE_FACTOR, DenseIndex, graph_form
+from test_dense import _built, clustered  # clustered unit vectors; wait for a graph build
 
 
-def clustered(n: int, dim: int = 64, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centers = rng.normal(size=(40, dim))
-    x = centers[rng.integers(0, 40, n)] + 0.4 * rng.normal(size=(n, dim))
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-
-
-def _ready(idx: DenseIndex, probe: np.ndarray) -> None:
-    idx.search(probe, 1)
-    deadline = time.monotonic() + 60
-    while idx._building and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert idx.hnsw_ready and idx.kind == "hnsw"
+def _loaded(v: np.ndarray, threshold: int, dtype: str) -> DenseIndex:
+    """An index of 64-d ``v`` under rowids 1..n: exact below ``threshold`` vectors, else a graph of ``dtype``."""
+    idx = DenseIndex(64, exact_threshold=threshold, hnsw_dtype=dtype)
+    idx.load(1, np.arange(1, len(v) + 1), v)
+    return idx
 
 
 def _ids(hits: list[tuple[int, float]]) -> set[int]:
@@ -55,15 +47,9 @@ def test_graph_form_of_each_dtype() -> None:
 @pytest.mark.parametrize("dtype", ["f16", "i8"])
 def test_a_compressed_graph_returns_exact_scores_with_a_float32_graphs_recall(dtype: str) -> None:
     v = clustered(4000)
-    rowids = np.arange(1, 4001)
-    exact = DenseIndex(64, exact_threshold=10**9)
-    exact.load(1, rowids, v)
-    full = DenseIndex(64, exact_threshold=0)
-    full.load(1, rowids, v)
-    idx = DenseIndex(64, exact_threshold=0, hnsw_dtype=dtype)
-    idx.load(1, rowids, v)
-    _ready(full, v[0])
-    _ready(idx, v[0])
+    exact, full, idx = (_loaded(v, threshold, d) for threshold, d in ((10**9, "f32"), (0, "f32"), (0, dtype)))
+    _built(full, v[0])
+    _built(idx, v[0])
     queries = clustered(150, seed=9)
     recall, recall_f32 = [], []
     for q in queries:
@@ -88,9 +74,8 @@ def test_a_compressed_graph_returns_exact_scores_with_a_float32_graphs_recall(dt
 
 def test_writes_after_the_build_reach_a_compressed_graph() -> None:
     v = clustered(3000)
-    idx = DenseIndex(64, exact_threshold=0, hnsw_dtype="i8")
-    idx.load(1, np.arange(1, 3001), v)
-    _ready(idx, v[0])
+    idx = _loaded(v, 0, "i8")
+    _built(idx, v[0])
     new = clustered(1, seed=7)
     idx.apply(2, np.array([5000]), new, [1])
     top = idx.search(new[0], 1)
