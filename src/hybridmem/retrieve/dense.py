@@ -211,7 +211,7 @@ class DenseIndex:
         rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix[:n0], self._alive[:n0].copy()
         self._thread = threading.Thread(
             target=self._build_hnsw,
-            args=(self._generation, n0, rowids, matrix, alive),
+            args=(self._generation, n0, rowids, matrix, alive, self.version),
             daemon=True,
             name="hybridmem-hnsw",
         )
@@ -229,7 +229,11 @@ class DenseIndex:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray) -> None:
+    def _build_hnsw(
+        self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray, version: int
+    ) -> None:
+        """Build (or restore) the graph of the rows ``alive`` marks, as of the store's vector
+        ``version``; then catch up with the writes made meanwhile and put it in use."""
         try:
             from usearch.index import Index
 
@@ -244,7 +248,7 @@ class DenseIndex:
             )
             live = np.flatnonzero(alive)
             restored = (
-                self.saved.restore(self.dim, rowids, matrix, live, lambda x: graph_form(x, self.hnsw_dtype))
+                self.saved.restore(self.dim, rowids, matrix, live, lambda x: graph_form(x, self.hnsw_dtype), version)
                 if self.saved is not None
                 else None
             )
@@ -267,9 +271,9 @@ class DenseIndex:
                 restored.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file (restored: 64)
                 idx, self.restored = restored, True
                 if self.saved is not None and self.saved.changed * 10 > len(live):
-                    self.saved.save(idx)  # over a tenth had changed: the next process starts from here
+                    self.saved.save(idx, version)  # over a tenth had changed: the next process starts here
             elif self.saved is not None and gen == self._generation:
-                self.saved.save(idx)  # before it is shared: no write changes it while it is written
+                self.saved.save(idx, version)  # before it is shared: no write changes it while it is written
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)
             with self._lock:

@@ -9,11 +9,16 @@ with the old description, which its checksum refuses. A file that is missing, of
 embedder, dimension or parameters, truncated or corrupt is not used (the log says why): the graph
 is rebuilt from the store's vectors, which are the truth, and exact search answers meanwhile.
 
-A restored graph is brought to the vectors the process loaded: keys the store no longer holds are
-removed, vectors the graph lacks are added, and every vector both hold is compared bit for bit (a
-rowid SQLite handed out again after a delete holds another vector: it is replaced; more than half
-differing means another store: rebuilt). Results are therefore those of a graph built from the
-loaded vectors, give or take HNSW's approximation, never of stale vectors.
+A restored graph is brought to the vectors the process loaded. The description records the store's
+vector version the graph covers and the change log's mark of it: when the store is still at that
+version with that mark, the graph is used as it is (nothing to compare); when it moved on and its
+vector log holds every change since, only the rowids those changes touched are taken out and put
+back from the loaded vectors. Otherwise (an older file, a pruned log, another store that reached the
+same version numbers) every key is checked: keys the store no longer holds are removed, vectors the
+graph lacks are added, and every vector both hold is compared bit for bit (a rowid SQLite handed out
+again after a delete holds another vector: it is replaced; more than half differing means another
+store: rebuilt). Results are therefore those of a graph built from the loaded vectors, give or take
+HNSW's approximation, never of stale vectors.
 """
 
 from __future__ import annotations
@@ -55,7 +60,14 @@ def _crc(path: Path) -> int:
 class HnswFile:
     """Where one namespace's graph is saved, and the description it must match to be used."""
 
-    def __init__(self, directory: Path, namespace: str, describe: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        namespace: str,
+        describe: dict[str, Any],
+        mark_of: Callable[[int], str | None] | None = None,
+        changes_since: Callable[[int], list[tuple[int, np.ndarray, np.ndarray]] | None] | None = None,
+    ) -> None:
         key = hashlib.sha1(namespace.encode("utf-8")).hexdigest()[:20]
         self.directory = directory
         self.graph = directory / f"{key}.usearch"
@@ -63,10 +75,17 @@ class HnswFile:
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
         #: vectors the last restore removed, replaced or added (the saved graph's drift)
         self.changed = 0
+        #: the store's vector-log mark of a version (``Store.vector_mark``) and its changes since a
+        #: version (``Store.vector_changes_since``): without them every restore compares every vector
+        self.mark_of = mark_of
+        self.changes_since = changes_since
+        #: how the last restore brought the graph to the store: "unchanged", "log" or "compared"
+        self.how = ""
 
     # ---------------------------------------------------------------- save
-    def save(self, index: Index) -> bool:
-        """Write the graph aside, sync, rename into place (the graph first, then its description)."""
+    def save(self, index: Index, version: int | None = None) -> bool:
+        """Write the graph aside, sync, rename into place (the graph first, then its description).
+        ``version``: the store's vector version the graph holds exactly (recorded with its mark)."""
         # names of this save alone: two processes saving at once never write into one file
         tag = f".{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
         tmp_graph, tmp_meta = self.graph.with_suffix(".usearch" + tag), self.meta.with_suffix(".json" + tag)
@@ -77,6 +96,8 @@ class HnswFile:
             with open(tmp_graph, "rb+") as f:
                 os.fsync(f.fileno())
             meta = {**self.describe, "size": tmp_graph.stat().st_size, "crc32": _crc(tmp_graph), "count": len(index)}
+            if version is not None and self.mark_of is not None:
+                meta |= {"version": int(version), "mark": self.mark_of(int(version))}
             with open(tmp_meta, "w", encoding="utf-8") as f:
                 json.dump(meta, f)
                 f.flush()
@@ -92,22 +113,22 @@ class HnswFile:
             return False
 
     # ---------------------------------------------------------------- restore
-    def _usable(self) -> str | None:
-        """None when the saved pair matches this index, else why not."""
+    def _usable(self) -> tuple[str | None, dict[str, Any]]:
+        """(None, its description) when the saved pair matches this index, else (why not, {})."""
         if not self.meta.exists() or not self.graph.exists():
-            return "no saved graph"
+            return "no saved graph", {}
         try:
             meta = json.loads(self.meta.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
-            return f"its description is unreadable ({e})"
+            return f"its description is unreadable ({e})", {}
         differs = [k for k, v in self.describe.items() if meta.get(k) != v]
         if differs:
-            return f"it was saved for another {', '.join(differs)}"
+            return f"it was saved for another {', '.join(differs)}", {}
         if self.graph.stat().st_size != meta.get("size"):
-            return f"its size is {self.graph.stat().st_size} bytes, {meta.get('size')} were written (truncated?)"
+            return f"its size is {self.graph.stat().st_size} bytes, {meta.get('size')} were written (truncated?)", {}
         if _crc(self.graph) != meta.get("crc32"):
-            return "its checksum does not match (corrupt, or a save was interrupted)"
-        return None
+            return "its checksum does not match (corrupt, or a save was interrupted)", {}
+        return None, meta
 
     def restore(
         self,
@@ -116,10 +137,12 @@ class HnswFile:
         matrix: np.ndarray,
         live: np.ndarray,
         to_graph: Callable[[np.ndarray], np.ndarray] = np.ascontiguousarray,
+        version: int | None = None,
     ) -> Index | None:
-        """The saved graph brought to the live vectors (positions ``live`` of ``rowids`` / ``matrix``),
-        or None (the reason logged). ``to_graph``: float32 rows as the graph holds them (its dtype)."""
-        why = self._usable()
+        """The saved graph brought to the live vectors (positions ``live`` of ``rowids`` / ``matrix``,
+        the store's vector ``version``), or None (the reason logged). ``to_graph``: float32 rows as
+        the graph holds them (its dtype)."""
+        why, meta = self._usable()
         if why is None:
             index: Index | None = None
             try:
@@ -133,12 +156,51 @@ class HnswFile:
             elif index.ndim != dim:
                 why, index = f"it holds {index.ndim}-dimensional vectors, not {dim}", None
             if index is not None:
+                if self._caught_up(index, meta, rowids, matrix, live, to_graph, version):
+                    return index
+                self.how = "compared"
                 why = self._reconcile(index, rowids, matrix, live, to_graph)
                 if why is None:
                     return index
         if why != "no saved graph":
             log.warning("not using the saved HNSW graph %s: %s; rebuilding it", self.graph, why)
         return None
+
+    def _caught_up(
+        self,
+        index: Index,
+        meta: dict[str, Any],
+        rowids: np.ndarray,
+        matrix: np.ndarray,
+        live: np.ndarray,
+        to_graph: Callable[[np.ndarray], np.ndarray],
+        version: int | None,
+    ) -> bool:
+        """Bring the graph to ``version`` without comparing every vector, when its description says
+        which version of *this* store it holds (the mark matches) and the vector log has every change
+        since: only the rowids those changes touched are removed and put back from the loaded rows.
+        False when that cannot be known (then every vector is compared)."""
+        saved = meta.get("version")
+        if version is None or saved is None or self.mark_of is None or int(saved) > version:
+            return False
+        if meta.get("mark") is None or self.mark_of(int(saved)) != meta["mark"]:
+            return False
+        keys = np.asarray(rowids[live], np.uint64)
+        if int(saved) == version:
+            self.how, self.changed = "unchanged", 0
+            return len(index) == len(keys)
+        changes = self.changes_since(int(saved)) if self.changes_since is not None else None
+        if changes is None:
+            return False
+        touched = np.unique(np.concatenate([np.concatenate([a, r]) for _, a, r in changes]).astype(np.uint64))
+        present = touched[np.asarray(index.contains(touched), bool)] if len(touched) else touched
+        if len(present):
+            index.remove(present)
+        back = np.flatnonzero(np.isin(keys, touched))  # touched rows the store (still) holds
+        if len(back):
+            index.add(keys[back], to_graph(matrix[live[back]]))
+        self.how, self.changed = "log", len(present) + len(back)
+        return len(index) == len(keys)
 
     def _reconcile(
         self,

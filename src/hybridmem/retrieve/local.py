@@ -225,7 +225,13 @@ class LocalLegs:
         if path is None or not self._writable():
             return None
         describe = {"embedder": self.store.embedder_info()[0], "dim": dim, **HNSW_PARAMS, "dtype": self.hnsw_dtype}
-        return HnswFile(Path(path + ".hnsw"), namespace, describe)
+        return HnswFile(
+            Path(path + ".hnsw"),
+            namespace,
+            describe,
+            mark_of=lambda version: self.store.vector_mark(namespace, version),
+            changes_since=lambda version: self.store.vector_changes_since(namespace, version),
+        )
 
     def sparse_index(self, namespace: str) -> SparseIndex:
         def load(sp: SparseIndex | None) -> SparseIndex:

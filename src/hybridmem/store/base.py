@@ -257,6 +257,9 @@ class Store(Protocol):
         """The random mark the change log gave ``version`` (None when not logged or pruned): a saved
         index of that version is of this store's history only if it recorded the same mark."""
 
+    def vector_mark(self, namespace: str, version: int) -> str | None:
+        """As :meth:`chunk_mark`, for the namespace's vector version (a saved HNSW graph's)."""
+
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]: ...
     def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]: ...
     def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]: ...

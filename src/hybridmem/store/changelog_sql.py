@@ -115,9 +115,10 @@ def since(db: SQLReader, ns: int, version: int, current: int, table: str = "chun
     return [(int(v), _unpack(a), _unpack(r)) for v, a, r in rows]
 
 
-def mark_at(db: SQLReader, ns: int, version: int) -> str | None:
-    """The mark of the entry that brought ``ns`` to ``version`` (None: not logged, or pruned)."""
-    row = db.execute("SELECT mark FROM chunk_log WHERE ns_id=? AND version=?", (ns, int(version))).fetchone()
+def mark_at(db: SQLReader, ns: int, version: int, table: str = "chunk_log") -> str | None:
+    """The mark of the entry that brought ``ns`` to ``version`` in ``table`` (None: not logged, or pruned)."""
+    assert table in LOGS.values()
+    row = db.execute(f"SELECT mark FROM {table} WHERE ns_id=? AND version=?", (ns, int(version))).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -144,11 +145,19 @@ class ChangeLogReads:
 
     def chunk_mark(self: _Snapshots, namespace: str, version: int) -> str | None:
         """The chunk log's mark of ``version`` (:func:`mark_at`)."""
-        ns = self.namespace_id(namespace)
+        return ChangeLogReads._mark(self, namespace, version, "chunk_log")
+
+    def vector_mark(self: _Snapshots, namespace: str, version: int) -> str | None:
+        """The vector log's mark of ``version`` (:func:`mark_at`)."""
+        return ChangeLogReads._mark(self, namespace, version, "vec_log")
+
+    @staticmethod
+    def _mark(store: _Snapshots, namespace: str, version: int, table: str) -> str | None:
+        ns = store.namespace_id(namespace)
         if ns is None:
             return None
-        with self.snapshot() as db:
-            return mark_at(db, ns, version)
+        with store.snapshot() as db:
+            return mark_at(db, ns, version, table)
 
     def _changed(
         self: _Snapshots,
