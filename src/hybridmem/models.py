@@ -64,25 +64,27 @@ Fusion = Literal["rrf", "adaptive", "dbsf", "combsum", "combmnz"]
 FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
+def _memory_choice(choice: str | None, arg: str, env: str, default: str, allowed: tuple[str, ...], what: str) -> str:
+    """A memory-wide setting, validated: ``choice`` (the argument ``arg``), else the variable ``env``,
+    else ``default``; case and spaces ignored. An unknown value is an error naming where it came from
+    (ValidationError puts the field first)."""
+    value = choice if choice is not None else (os.environ.get(env) or default)
+    c = value.strip().lower() if isinstance(value, str) else value
+    if c not in allowed:
+        raise ValidationError(
+            f"unknown {what} {value!r}; use {', '.join(allowed)}", field=arg if choice is not None else env
+        )
+    return str(c)
+
+
 def check_fusion(choice: str | None) -> str:
     """A memory's default fusion, validated; None reads ``HYBRIDMEM_FUSION`` (default ``rrf``)."""
-    value = choice if choice is not None else (os.environ.get(config.FUSION_ENV) or "rrf")
-    c = value.strip().lower() if isinstance(value, str) else value
-    if c not in FUSIONS:
-        # the error names where the value came from (ValidationError puts the field first)
-        src = "fusion" if choice is not None else config.FUSION_ENV
-        raise ValidationError(f"unknown fusion {value!r}; use {', '.join(FUSIONS)}", field=src)
-    return str(c)
+    return _memory_choice(choice, "fusion", config.FUSION_ENV, "rrf", FUSIONS, "fusion")
 
 
 def check_hnsw_dtype(choice: str | None) -> str:
     """The dtype of a memory's HNSW graph, validated; None reads ``HYBRIDMEM_HNSW_DTYPE`` (default f32)."""
-    value = choice if choice is not None else (os.environ.get(config.HNSW_DTYPE_ENV) or "f32")
-    c = value.strip().lower() if isinstance(value, str) else value
-    if c not in config.HNSW_DTYPES:
-        src = "hnsw_dtype" if choice is not None else config.HNSW_DTYPE_ENV
-        raise ValidationError(f"unknown HNSW dtype {value!r}; use {', '.join(config.HNSW_DTYPES)}", field=src)
-    return str(c)
+    return _memory_choice(choice, "hnsw_dtype", config.HNSW_DTYPE_ENV, "f32", config.HNSW_DTYPES, "HNSW dtype")
 
 
 # request fields used by more than one request model, each declared once (the default is given
