@@ -72,11 +72,12 @@ def test_a_new_process_restores_the_graph_brought_to_the_stores_vectors(tmp_path
         truth = _dense(exact)
     with _open(db) as m:
         idx = _graph(m)
-        assert idx.restored and len(idx._hnsw) == 640 and idx._hnsw.expansion_search == idx.ef
-        # the description says which vector version it holds: only the rows the log names were redone
-        # (40 deleted, 80 added, the reused rowid out and in; more if the background embedder stored a
-        # vector again after the build began)
-        assert idx.saved.how == "log" and 40 + 80 + 2 <= idx.saved.changed < 300
+        # mapped as saved (600 vectors, a read-only view): the log's writes since are its delta (the
+        # 80 added and the reused rowid's new vector, scored exactly) and its stale keys (the 40
+        # deleted, the reused rowid's old vector: dropped from the graph's answers)
+        assert idx.restored and idx.mapped and idx.saved.how == "mapped" and len(idx._hnsw) == 600
+        assert len(idx) == 640 and idx._hnsw.expansion_search == idx.ef
+        assert 81 <= len(idx._delta) < 300 and 41 <= len(set(idx._stale)) < 300
         assert _recall(_dense(m), truth) >= 0.95
         # the reused rowid holds the new chunk's vector, not the deleted one's
         assert m.search(new_text, mode="vector", top_k=1).results[0].chunk_id == "reused_p1"
@@ -93,7 +94,7 @@ def test_a_restart_without_writes_uses_the_saved_graph_as_it_is(tmp_path: Path) 
         truth = _dense(exact)
     with _open(db) as m:
         idx = _graph(m)
-        assert idx.restored and idx.saved.how == "unchanged" and idx.saved.changed == 0
+        assert idx.restored and idx.mapped and idx.saved.how == "mapped" and not idx._delta and not idx._stale
         assert _recall(_dense(m), truth) >= 0.95
 
 

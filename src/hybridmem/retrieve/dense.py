@@ -29,7 +29,7 @@ import numpy as np
 from ..config import HNSW_DTYPES
 from .blas import query_blas
 from .cache import ArrayKeyedCache
-from .hnsw_file import HnswFile
+from .hnsw_file import HnswFile, Mapped
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -56,6 +56,62 @@ def graph_form(x: np.ndarray, dtype: str) -> np.ndarray:
         scale = 127.0 * np.sqrt(x.shape[-1]) / 4.0
         return np.ascontiguousarray(np.clip(np.rint(x * scale), -127, 127), np.int8)
     return np.ascontiguousarray(x)
+
+
+class Rows:
+    """The index's float32 rows by position: a read-only ``base`` (the memory map of a saved vectors
+    file, or nothing) then an in-memory ``tail`` that writes append to. A reader that took the
+    object with its row count ``n`` keeps a consistent view of rows ``< n``: a full tail is replaced
+    by a larger copy, never changed below the rows in use."""
+
+    def __init__(self, dim: int, base: np.ndarray | None = None, tail: np.ndarray | None = None) -> None:
+        self.dim = dim
+        self.base = base if base is not None else np.zeros((0, dim), np.float32)
+        self.nb = len(self.base)
+        self.tail = tail if tail is not None else np.zeros((0, dim), np.float32)
+
+    def __len__(self) -> int:
+        return self.nb + len(self.tail)
+
+    def reserve(self, cap: int, n: int) -> None:
+        """Room for ``cap`` rows, the first ``n`` in use kept."""
+        if cap <= len(self):
+            return
+        tail = np.zeros((cap - self.nb, self.dim), np.float32)
+        tail[: n - self.nb] = self.tail[: n - self.nb]
+        self.tail = tail
+
+    def put(self, p: int, vec: np.ndarray) -> None:
+        self.tail[p - self.nb] = vec
+
+    def __getitem__(self, pos: np.ndarray) -> np.ndarray:
+        """The rows at positions ``pos`` (an integer array), as an in-memory array."""
+        pos = np.asarray(pos, np.int64)
+        if not self.nb:
+            return np.asarray(self.tail[pos])
+        if not len(pos) or int(pos.max()) < self.nb:
+            return np.asarray(self.base[pos])
+        out = np.empty((len(pos), self.dim), np.float32)
+        low = pos < self.nb
+        out[low] = self.base[pos[low]]
+        out[~low] = self.tail[pos[~low] - self.nb]
+        return out
+
+    def dot(self, q: np.ndarray, n: int) -> np.ndarray:
+        """Scores of the first ``n`` rows against ``q``."""
+        if not self.nb:
+            return np.asarray(self.tail[:n] @ q)
+        if n <= self.nb:
+            return np.asarray(self.base[:n] @ q)
+        return np.concatenate([self.base @ q, self.tail[: n - self.nb] @ q])
+
+
+#: writes since a mapped graph was opened (vectors it lacks + keys it holds stale) past which it is
+#: merged in the background (read into memory, brought up to date, saved, used): the writes are
+#: scored exactly meanwhile, and a graph whose stale keys are many is over-fetched
+MAPPED_DELTA_MIN = 10_000
+#: ... or past this share of the graph's vectors
+MAPPED_DELTA_SHARE = 0.05
 
 
 #: vectors per usearch ``add`` call of a build: between calls the build picks up a raised thread
@@ -114,11 +170,18 @@ class DenseIndex:
         self.version = -1  # vector version of the store this index reflects; -1 = never loaded
         self._lock = threading.Lock()
         self._rowids = np.zeros(0, np.int64)
-        self._matrix = np.zeros((0, dim), np.float32)
+        self._matrix = Rows(dim)
         self._n = 0
         self._alive = np.zeros(0, bool)
         self._pos: dict[int, int] = {}
         self._hnsw: Index | None = None  # usearch.index.Index, built lazily in a background thread
+        #: the graph is a read-only view of the saved file (:meth:`load_mapped`); writes since are
+        #: ``_delta`` (positions the graph lacks, scored exactly) and ``_stale`` (keys it holds that
+        #: are removed or replaced: dropped from its answers) until a merge
+        self.mapped = False
+        self._delta: list[int] = []
+        self._stale: list[int] = []
+        self._stale_sorted = np.zeros(0, np.int64)
         self._hnsw_failed = False
         self._building = False
         self._thread: threading.Thread | None = None
@@ -134,16 +197,41 @@ class DenseIndex:
         with self._lock:
             n = len(rowids)
             self._rowids = np.asarray(rowids, np.int64).copy()
-            self._matrix = (
-                np.asarray(matrix, np.float32).reshape(n, self.dim) if n else np.zeros((0, self.dim), np.float32)
+            self._matrix = Rows(
+                self.dim,
+                tail=np.asarray(matrix, np.float32).reshape(n, self.dim) if n else None,
             )
             self._n = n
             self._alive = np.ones(n, bool)
-            self._pos = {int(r): i for i, r in enumerate(self._rowids)}
+            self._pos = dict(zip(self._rowids.tolist(), range(n)))
             self._hnsw = None
+            self._unmap()
             self._building = False
             self._generation += 1
             self.version = version
+
+    def load_mapped(self, mapped: Mapped) -> None:
+        """Use a saved graph and its vectors in place (``HnswFile.open``): the rows a memory map, the
+        graph a read-only view, both as of ``mapped.version``; the caller then applies the writes
+        made since (:meth:`apply`: they go to the delta)."""
+        with self._lock:
+            n = len(mapped.rowids)
+            self._rowids = np.asarray(mapped.rowids, np.int64)
+            self._matrix = Rows(self.dim, base=mapped.matrix)
+            self._n = n
+            self._alive = np.ones(n, bool)
+            self._pos = dict(zip(self._rowids.tolist(), range(n)))
+            mapped.index.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file
+            self._hnsw, self.restored, self._building = mapped.index, True, False
+            self._unmap()
+            self.mapped = True
+            self._generation += 1
+            self.version = mapped.version
+
+    def _unmap(self) -> None:
+        self.mapped = False
+        self._delta, self._stale = [], []
+        self._stale_sorted = np.zeros(0, np.int64)
 
     def apply(self, version: int, add_ids: np.ndarray, add_vecs: np.ndarray, remove_ids: list[int]) -> None:
         """Apply one committed change (vectors added and removed) bringing the index to ``version``."""
@@ -152,7 +240,9 @@ class DenseIndex:
                 p = self._pos.pop(int(r), None)
                 if p is not None:
                     self._alive[p] = False
-                    if self._hnsw is not None:
+                    if self.mapped:
+                        self._stale.append(int(r))
+                    elif self._hnsw is not None:
                         try:
                             self._hnsw.remove(int(r))
                         except Exception:  # pragma: no cover - usearch raises on unknown keys
@@ -164,12 +254,11 @@ class DenseIndex:
                     cap = max(need, int(len(self._rowids) * 1.5) + 64)
                     rowids = np.zeros(cap, np.int64)
                     rowids[: self._n] = self._rowids[: self._n]
-                    matrix = np.zeros((cap, self.dim), np.float32)
-                    matrix[: self._n] = self._matrix[: self._n]
                     alive = np.zeros(cap, bool)
                     alive[: self._n] = self._alive[: self._n]
                     # readers holding the old arrays keep a consistent (older) view
-                    self._rowids, self._matrix, self._alive = rowids, matrix, alive
+                    self._rowids, self._alive = rowids, alive
+                    self._matrix.reserve(cap, self._n)
                 replaced = []
                 for j, r in enumerate(add_ids):
                     old = self._pos.get(int(r))
@@ -178,15 +267,26 @@ class DenseIndex:
                         replaced.append(int(r))
                     p = self._n + j
                     self._rowids[p] = r
-                    self._matrix[p] = add_vecs[j]
+                    self._matrix.put(p, add_vecs[j])
                     self._alive[p] = True
                     self._pos[int(r)] = p
-                if self._hnsw is not None:
+                if self.mapped:  # the view cannot change: the new rows are the delta, replaced keys stale
+                    self._stale.extend(replaced)
+                    self._delta.extend(range(self._n, need))
+                elif self._hnsw is not None:
                     if replaced:  # a rowid given a new vector: the graph holds the old one under its key
                         self._hnsw.remove(np.asarray(replaced, np.uint64))
                     self._hnsw.add(np.asarray(add_ids, np.uint64), graph_form(add_vecs, self.hnsw_dtype))
                 self._n = need
             self.version = version
+            if self.mapped:  # dead rows of the map cost no memory; a merge rewrites the file
+                self._stale_sorted = np.unique(np.asarray(self._stale, np.int64))
+                hnsw = self._hnsw
+                if hnsw is not None and len(self._delta) + len(self._stale) > max(
+                    MAPPED_DELTA_MIN, MAPPED_DELTA_SHARE * len(hnsw)
+                ):
+                    self._start_hnsw_build(build_threads(background=True), merge=True)
+                return
             dead = self._n - len(self._pos)
             if dead > 1024 and dead > self._n // 4:
                 self._compact()
@@ -195,20 +295,24 @@ class DenseIndex:
         self._generation += 1
         keep = np.flatnonzero(self._alive[: self._n])
         self._rowids = self._rowids[keep].copy()
-        self._matrix = self._matrix[keep].copy()
+        self._matrix = Rows(self.dim, tail=self._matrix[keep])
         self._n = len(keep)
         self._alive = np.ones(self._n, bool)
         self._pos = {int(r): i for i, r in enumerate(self._rowids)}
 
-    def _start_hnsw_build(self, threads: int) -> None:
+    def _start_hnsw_build(self, threads: int, merge: bool = False) -> None:
         """Build the HNSW graph in the background; queries are answered exactly until it is ready
-        (a 100k build takes minutes on 2 cores: no query may wait for it)."""
-        if self._building or self._hnsw is not None or self._hnsw_failed:
+        (a 100k build takes minutes on 2 cores: no query may wait for it). ``merge``: the graph in
+        use is a mapped view; the saved graph is read into memory and brought up to date with the
+        writes since (its delta), saved, and used instead (the view answers meanwhile)."""
+        if self._building or (self._hnsw is not None and not merge) or self._hnsw_failed:
             return
         self._building = True
         self.build_threads = threads
         n0 = self._n
-        rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix[:n0], self._alive[:n0].copy()
+        # the rows object itself: rows below n0 never change in place (writes append; a compaction
+        # makes a new one and bumps the generation, which cancels this build)
+        rowids, matrix, alive = self._rowids[:n0].copy(), self._matrix, self._alive[:n0].copy()
         self._thread = threading.Thread(
             target=self._build_hnsw,
             args=(self._generation, n0, rowids, matrix, alive, self.version),
@@ -229,9 +333,7 @@ class DenseIndex:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
-    def _build_hnsw(
-        self, gen: int, n0: int, rowids: np.ndarray, matrix: np.ndarray, alive: np.ndarray, version: int
-    ) -> None:
+    def _build_hnsw(self, gen: int, n0: int, rowids: np.ndarray, matrix: Rows, alive: np.ndarray, version: int) -> None:
         """Build (or restore) the graph of the rows ``alive`` marks, as of the store's vector
         ``version``; then catch up with the writes made meanwhile and put it in use."""
         try:
@@ -267,13 +369,16 @@ class DenseIndex:
                     graph_form(matrix[part], self.hnsw_dtype),
                     threads=self.build_threads,
                 )
+            # the graph's vectors in its file's order (the next process maps them), written a block at a time
+            rows = (rowids[live], lambda i, j: matrix[live[i:j]])
             if restored is not None:
                 restored.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file (restored: 64)
                 idx, self.restored = restored, True
-                if self.saved is not None and self.saved.changed * 10 > len(live):
-                    self.saved.save(idx, version)  # over a tenth had changed: the next process starts here
+                if self.saved is not None and (self.saved.changed * 10 > len(live) or self.mapped):
+                    # over a tenth had changed, or a mapped graph's delta merged: the next process starts here
+                    self.saved.save(idx, version, rows)
             elif self.saved is not None and gen == self._generation:
-                self.saved.save(idx, version)  # before it is shared: no write changes it while it is written
+                self.saved.save(idx, version, rows)  # before it is shared: no write changes it while it is written
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)
             with self._lock:
@@ -294,6 +399,7 @@ class DenseIndex:
             if len(new):
                 idx.add(self._rowids[new].astype(np.uint64), graph_form(self._matrix[new], self.hnsw_dtype))
             self._hnsw, self._building = idx, False
+            self._unmap()
 
     @property
     def hnsw_ready(self) -> bool:
@@ -335,18 +441,14 @@ class DenseIndex:
             big = live >= self.exact_threshold
             if big and self._hnsw is None:
                 self._start_hnsw_build(build_threads(background=True))
-            hnsw = self._hnsw if big and allowed is None else None
-            filtered_hnsw = self._hnsw if big and allowed is not None else None
+            hnsw = self._hnsw if big else None
+            # a mapped graph's writes since: what it lacks, what it holds stale (snapshots: apply appends)
+            delta = np.asarray(self._delta, np.int64) if self.mapped else None
+            stale = self._stale_sorted if self.mapped else None
         if n == 0 or k <= 0:
             return []
         if hnsw is not None:
-            if self.hnsw_dtype == "f32":
-                m = hnsw.search(q, k)
-                return [(int(key), float(1.0 - dist)) for key, dist in zip(m.keys, m.distances)]
-            m = hnsw.search(graph_form(q, self.hnsw_dtype), min(live, k * RESCORE_FACTOR))
-            return self._rescored(np.asarray(m.keys, np.int64), q, k, rowids, matrix)
-        if allowed is not None and filtered_hnsw is not None:
-            hits = self._hnsw_filtered(filtered_hnsw, q, k, allowed, live)
+            hits = self._graph_search(hnsw, q, k, allowed, live, rowids, matrix, alive, delta, stale)
             if hits is not None:
                 return hits
         if allowed is None:
@@ -357,11 +459,11 @@ class DenseIndex:
                 return []
         with query_blas():  # one BLAS thread: the other legs and queries hold the other cores
             if cand is None:
-                scores = matrix[:n] @ q
+                scores = matrix.dot(q, n)
             elif len(cand) * 8 < n:
                 scores = matrix[cand] @ q  # a selective filter: gather the few allowed rows
             else:
-                scores = (matrix[:n] @ q)[cand]  # a broad one: one matmul beats copying most of the matrix
+                scores = matrix.dot(q, n)[cand]  # a broad one: one matmul beats copying most of the matrix
         k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -380,31 +482,68 @@ class DenseIndex:
         self._masks.put(allowed, (gen, n), cand)
         return cand
 
-    def _hnsw_filtered(
-        self, hnsw: Index, q: np.ndarray, k: int, allowed: np.ndarray, live: int
+    def _graph_search(
+        self,
+        hnsw: Index,
+        q: np.ndarray,
+        k: int,
+        allowed: np.ndarray | None,
+        live: int,
+        rowids: np.ndarray,
+        matrix: Rows,
+        alive: np.ndarray,
+        delta: np.ndarray | None,
+        stale: np.ndarray | None,
     ) -> list[tuple[int, float]] | None:
-        """Over-fetch from the graph and keep allowed rows; None when too few survive (go exact)."""
-        share = len(allowed) / max(live, 1)
+        """The top k through the graph, or None (answer exactly). Unfiltered, the graph is asked for
+        k (a compressed graph: ``RESCORE_FACTOR`` × k, rescored). A broad filter over-fetches
+        ``k / share · 2`` and keeps the allowed; too few left means None. A mapped graph also drops
+        its stale keys (over-fetching for their share) and adds the delta's rows, scored exactly."""
+        share = 1.0 if allowed is None else len(allowed) / max(live, 1)
         if share < HNSW_FILTER_MIN_SHARE:
             return None
         compressed = self.hnsw_dtype != "f32"
-        want = min(live, int(np.ceil(k * (RESCORE_FACTOR if compressed else 1) / share * 2)) + 10)
+        per = RESCORE_FACTOR if compressed else 1
+        gone = len(stale) / max(len(hnsw), 1) if stale is not None else 0.0
+        if gone > 0.5:
+            return None  # most of a mapped graph replaced: exact until its merge
+        if allowed is None and stale is None:
+            want = k if not compressed else min(live, k * per)
+        else:
+            scale = (1.0 if allowed is None else 2.0 / share) / (1.0 - gone)
+            want = int(np.ceil(k * per * scale)) + 10
+            want = min(len(hnsw) if stale is not None else live, want)
         m = hnsw.search(graph_form(q, self.hnsw_dtype), want)
         keys = np.asarray(m.keys, np.int64)
-        srt = allowed if _is_sorted(allowed) else np.sort(allowed)
-        at = np.minimum(np.searchsorted(srt, keys), len(srt) - 1)
-        ok = srt[at] == keys
-        if int(ok.sum()) < min(k, len(allowed)):
-            return None
+        ok = np.ones(len(keys), bool)
+        if stale is not None and len(stale):
+            ok &= ~_in_sorted(stale, keys)
+        srt = None
+        if allowed is not None:
+            srt = allowed if _is_sorted(allowed) else np.sort(allowed)
+            ok &= _in_sorted(srt, keys)
+        extra: list[tuple[int, float]] = []
+        if delta is not None and len(delta):
+            d = delta[alive[delta]]
+            if srt is not None and len(d):
+                d = d[_in_sorted(srt, rowids[d])]
+            if len(d):
+                scores = matrix[d] @ q
+                extra = [(int(r), float(x)) for r, x in zip(rowids[d], scores)]
+        if allowed is not None or stale is not None:
+            wanted = min(k, len(allowed)) if allowed is not None else min(k, live)
+            if int(ok.sum()) + len(extra) < wanted:
+                return None
         if compressed:
-            with self._lock:
-                rowids, matrix = self._rowids, self._matrix
-            return self._rescored(keys[ok][: k * RESCORE_FACTOR], q, k, rowids, matrix)
-        keys, dists = keys[ok][:k], np.asarray(m.distances)[ok][:k]
-        return [(int(key), float(1.0 - d)) for key, d in zip(keys, dists)]
+            hits = self._rescored(keys[ok][: k * per], q, k, rowids, matrix)
+        else:
+            hits = [(int(key), float(1.0 - d)) for key, d in zip(keys[ok][:k], np.asarray(m.distances)[ok][:k])]
+        if not extra:
+            return hits
+        return sorted(hits + extra, key=lambda h: (-h[1], h[0]))[:k]
 
     def _rescored(
-        self, keys: np.ndarray, q: np.ndarray, k: int, rowids: np.ndarray, matrix: np.ndarray
+        self, keys: np.ndarray, q: np.ndarray, k: int, rowids: np.ndarray, matrix: Rows
     ) -> list[tuple[int, float]]:
         """The candidates a compressed graph proposed, scored exactly against the float32 matrix
         (``rowids`` / ``matrix``: the arrays the query read); the top k by (score, rowid)."""
@@ -418,6 +557,14 @@ class DenseIndex:
         scores = matrix[at] @ q
         order = sorted(range(len(found)), key=lambda i: (-float(scores[i]), found[i][0]))[:k]
         return [(found[i][0], float(scores[i])) for i in order]
+
+
+def _in_sorted(srt: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Which of ``keys`` the sorted array ``srt`` holds."""
+    if not len(srt):
+        return np.zeros(len(keys), bool)
+    at = np.minimum(np.searchsorted(srt, keys), len(srt) - 1)
+    return np.asarray(srt[at] == keys)
 
 
 def _is_sorted(a: np.ndarray) -> bool:
