@@ -1,0 +1,166 @@
+"""Cold start of a whole hybrid query at scale: a fresh process's first answer with the HNSW graph,
+its RSS, and the latency of the queries after (issue 18).
+
+    python bench/cold_start.py                        # 1,000,000 chunks, i8 graph
+    python bench/cold_start.py --n 200000 --dtype f32
+
+One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
+no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
+and waits for the HNSW graph (built and saved with its vectors, ``<db>.hnsw/``). Then fresh
+processes, alternating, open the store and time their first hybrid query (BM25 + dense, the dense
+leg on the graph, not the exact fallback): ``mapped`` (the saved graph viewed and its vectors
+memory-mapped, this commit) and ``read`` (the vectors file moved aside: every vector read from the
+store and the graph restored into memory, as before it), then 200 more hybrid queries. Printed:
+seconds to the first answer, RSS (and its anonymous / file-backed parts) after the first answer and
+after the 200, query p50 / p95. Results: ``bench/results/cold-start.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(BENCH))
+
+CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+t0 = time.perf_counter()
+from hybridmem import Memory
+from latency import LookupEmbedder, make_queries
+
+def mem():
+    out = {}
+    for line in open("/proc/self/status"):
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "RssAnon", "RssFile"):
+            out[k] = int(v.split()[0]) // 1024
+    return out
+
+m = Memory(sys.argv[1], embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=sys.argv[4])
+t1 = time.perf_counter()
+queries = make_queries(int(sys.argv[5]) + 1)
+r = m.search(queries[0], mode="hybrid", top_k=10)
+t2 = time.perf_counter()
+idx = m.legs.dense_index("default")
+first = {"open_s": t1 - t0, "first_query_s": t2 - t1, "total_s": t2 - t0, "mem_first": mem(),
+         "graph": idx.hnsw_ready, "mapped": idx.mapped, "kind": idx.kind,
+         "legs": {n: l.status for n, l in r.legs.items()}, "ids": [h.chunk_id for h in r.results]}
+took = []
+for q in queries[1:]:
+    t = time.perf_counter()
+    m.search(q, mode="hybrid", top_k=10)
+    took.append((time.perf_counter() - t) * 1000)
+took.sort()
+first |= {"p50_ms": took[len(took) // 2], "p95_ms": took[int(len(took) * 0.95)], "mem_after": mem()}
+print(json.dumps(first))
+m.legs.save_sparse = lambda: None  # time the open and the queries only, not a save at close
+m.close()
+"""
+
+
+def build(db: Path, n: int, dtype: str) -> dict:
+    from hybridmem import Memory
+    from latency import LookupEmbedder, make_corpus
+
+    corpus = make_corpus(n)
+    out: dict = {}
+    t = time.perf_counter()
+    with Memory(db, embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=dtype) as m:
+        for i in range(0, n, 1000):
+            m.add_documents(corpus[i : i + 1000])
+        out["write_s"] = round(time.perf_counter() - t, 1)
+        t = time.perf_counter()
+        m.embed_pending(batch_size=1024)
+        out["embed_s"] = round(time.perf_counter() - t, 1)
+        m.search("connection pool timeout", mode="bm25", top_k=10)  # saves the postings
+        t = time.perf_counter()
+        m.search("connection pool timeout", mode="vector", top_k=10)
+        m.wait_for_indexes()
+        out["hnsw_build_s"] = round(time.perf_counter() - t, 1)
+    files = {p.suffix: round(p.stat().st_size / 2**20) for p in Path(str(db) + ".hnsw").iterdir()}
+    out["files_mb"] = files
+    return out
+
+
+def child(db: Path, dtype: str, queries: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--dtype", default="i8", choices=["f32", "f16", "i8"])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", type=Path, default=BENCH / "results" / "cold-start.json")
+    ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--keep", type=Path, help="reuse (or build and keep) the store at this path")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(dir=a.workdir))
+    try:
+        db = a.keep or work / "m.db"
+        built: dict = {"reused": True}
+        if not db.exists():
+            print(f"building {a.n:,} chunks ...", flush=True)
+            built = build(db, a.n, a.dtype)
+        print(f"  {built}", flush=True)
+        (vectors,) = Path(str(db) + ".hnsw").glob("*.vectors")
+        aside = work / "vectors.aside"
+        rows: dict[str, list[dict]] = {"mapped": [], "read": []}
+        for _ in range(a.rounds):
+            for kind in ("mapped", "read"):
+                if kind == "read":
+                    shutil.copy(vectors, aside)
+                    vectors.unlink()
+                try:
+                    rows[kind].append(child(db, a.dtype, a.queries))
+                finally:
+                    if kind == "read":
+                        vectors.unlink(missing_ok=True)  # the child saves nothing, but be sure
+                        shutil.move(aside, vectors)
+                r = rows[kind][-1]
+                print(
+                    f"  {kind}: first hybrid answer {r['total_s']:.2f} s after start (open {r['open_s']:.2f}), "
+                    f"graph {r['graph']} mapped {r['mapped']}, mem {r['mem_first']} -> {r['mem_after']}, "
+                    f"p50 {r['p50_ms']:.1f} p95 {r['p95_ms']:.1f} ms",
+                    flush=True,
+                )
+        med = {k: statistics.median(r["total_s"] for r in v) for k, v in rows.items()}
+        report = {
+            "n": a.n,
+            "dtype": a.dtype,
+            **built,
+            "first_hybrid_answer_s": {k: round(v, 2) for k, v in med.items()},
+            "ratio": round(med["read"] / med["mapped"], 1),
+            "runs": rows,
+            "loadavg": os.getloadavg()[0],
+            "date": time.strftime("%Y-%m-%d"),
+        }
+        print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(report, indent=1) + "\n")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
