@@ -95,6 +95,33 @@ def test_a_new_process_reads_the_saved_postings_and_answers_the_same(tmp_path: P
         m.close()
 
 
+def test_restored_postings_are_views_of_the_file_and_writes_copy_only_their_terms(tmp_path: Path, monkeypatch) -> None:
+    """The snapshot's postings are read in place (int32 views of its memory map, shared by every
+    process on the store); a write copies the terms it adds to and nothing else, and the index then
+    answers exactly as one loaded from the store."""
+    db = tmp_path / "m.db"
+    _built(db)
+    m = _open(db)
+    try:
+        _no_store_load(m, monkeypatch)
+        _bm25(m)
+        idx = m.legs.sparse_index(NS)
+        assert idx._mapping is not None and all(isinstance(p[0], memoryview) for p in idx._post.values())
+        m.add_documents([{"id": "w1", "text": f"{WORDS[3]} {WORDS[3]} zebrafish ticket T-9999"}])
+        m.delete("d11")
+        copied = {t for t, p in idx._post.items() if not isinstance(p[0], memoryview)}
+        assert {"zebrafish", "t-9999"} <= copied and len(copied) <= 8  # the new chunk's terms only
+        monkeypatch.undo()  # the reference reads the store
+        fresh = _from_store(m)
+        for q in QUERIES + [WORDS[3], "zebrafish", " ".join(WORDS[:64])]:
+            terms = query_tokens(q)
+            assert idx.search(terms, 50) == fresh.search(terms, 50)
+    finally:
+        m.close()
+    with _open(db) as m:  # saved again at close, from views and arrays alike: read back the same
+        assert m.search("zebrafish", mode="bm25").results[0].chunk_id == "w1_p1"
+
+
 def test_a_snapshot_newer_than_the_store_is_refused_and_the_store_answers(tmp_path: Path, caplog) -> None:
     """The store file put back from a backup while the snapshot beside it went on: a snapshot of a
     version the store has not reached (an older one is brought forward: tests/test_changelog.py)."""

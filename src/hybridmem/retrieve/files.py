@@ -1,13 +1,68 @@
-"""What the indexes saved beside a store (``hnsw_file``, ``sparse_file``) share: a directory sync
-after a rename, and the sweep of temporary files that killed saves left."""
+"""What the indexes saved beside a store (``hnsw_file``, ``sparse_file``) share: their checksum, a
+directory sync after a rename, and the sweep of temporary files that killed saves left."""
 
 from __future__ import annotations
 
 import os
 import time
+import zlib
 from pathlib import Path
+from typing import Any
 
-__all__ = ["fsync_dir", "sweep_tmp"]
+import xxhash
+
+__all__ = ["CHECKSUM", "Checksum", "checksum_of", "fsync_dir", "recorded", "sweep_tmp"]
+
+#: the checksum new files record: XXH3-64 (~12 GB/s a core, against ~2 for zlib's CRC-32: at 1M
+#: chunks a fresh process checks 2.4 GB of saved indexes before using them). Files saved with
+#: ``crc32`` are still verified as such.
+CHECKSUM = "xxh3"
+
+
+class Checksum:
+    """A running checksum of the bytes given to :meth:`update` (``kind``: "xxh3" or "crc32")."""
+
+    def __init__(self, kind: str = CHECKSUM) -> None:
+        if kind not in ("xxh3", "crc32"):
+            raise ValueError(f"unknown checksum {kind!r}")
+        self.kind = kind
+        self._crc = 0
+        self._xxh = xxhash.xxh3_64() if kind == "xxh3" else None
+
+    def update(self, data: Any) -> None:
+        if self._xxh is not None:
+            self._xxh.update(data)
+        else:
+            self._crc = zlib.crc32(data, self._crc)
+
+    def value(self) -> int:
+        return int(self._xxh.intdigest()) if self._xxh is not None else self._crc
+
+
+def checksum_of(path: Path, kind: str = CHECKSUM, start: int = 0, length: int | None = None) -> int:
+    """The checksum of ``length`` bytes of the file from ``start`` (to its end when None), read
+    8 MB at a time into one buffer: never through a memory map, which would leave every page
+    counted in the process's RSS."""
+    h = Checksum(kind)
+    buf = bytearray(1 << 23)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        f.seek(start)
+        left = -1 if length is None else length
+        while left:
+            n = f.readinto(view if left < 0 or left >= len(buf) else view[:left])
+            if not n:
+                break
+            h.update(view[:n])
+            left = left - n if left > 0 else left
+    return h.value()
+
+
+def recorded(meta: dict[str, Any]) -> tuple[str, int | None]:
+    """(kind, value) of the checksum a description recorded: ``xxh3``, else the older ``crc32``."""
+    if "xxh3" in meta:
+        return "xxh3", meta["xxh3"]
+    return "crc32", meta.get("crc32")
 
 
 def fsync_dir(d: Path) -> None:

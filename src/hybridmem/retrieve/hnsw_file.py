@@ -4,7 +4,7 @@ of rebuilding it (at 1M vectors a rebuild took 21.5 min on 2 cores).
 Files: ``<store>.hnsw/<key>.usearch`` (usearch's own format), ``<key>.vectors`` (the float32 rows the
 graph was built from, after their int64 rowids: the matrix a new process memory-maps instead of
 reading every vector from the store) and ``<key>.json`` (what they cover: the format, the embedder,
-the dimension, the graph's parameters, the byte size and CRC-32 of each file). ``key`` derives from
+the dimension, the graph's parameters, the byte size and checksum (XXH3-64; CRC-32 in older files) of each file). ``key`` derives from
 the namespace. Saving is crash-safe: the files are written aside, synced, and renamed into place,
 the description last: a crash leaves the old set, or new data files with the old description, which
 their checksums refuse.
@@ -33,9 +33,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import mmap
 import os
 import uuid
-import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .files import fsync_dir, sweep_tmp
+from .files import CHECKSUM, Checksum, checksum_of, fsync_dir, recorded, sweep_tmp
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -74,14 +74,14 @@ class Mapped:
     rowids: np.ndarray  # int64, in memory (8 bytes a row)
     matrix: np.ndarray  # float32 (n, dim), a read-only memory map
     index: Index  # immutable
+    file: tuple[Any, int] | None = None  # the vectors file, open, and the offset of its rows
 
 
-def _crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as f:
-        while block := f.read(1 << 24):
-            crc = zlib.crc32(block, crc)
-    return crc
+def _check(item: tuple[Path, dict[str, Any]]) -> bool:
+    """Whether the file holds the checksum its description recorded."""
+    path, m = item
+    kind, want = recorded(m)
+    return want is not None and checksum_of(path, kind) == want
 
 
 class HnswFile:
@@ -132,7 +132,12 @@ class HnswFile:
             index.save(str(tmp_graph))
             with open(tmp_graph, "rb+") as f:
                 os.fsync(f.fileno())
-            meta = {**self.describe, "size": tmp_graph.stat().st_size, "crc32": _crc(tmp_graph), "count": len(index)}
+            meta = {
+                **self.describe,
+                "size": tmp_graph.stat().st_size,
+                CHECKSUM: checksum_of(tmp_graph),
+                "count": len(index),
+            }
             if version is not None and self.mark_of is not None:
                 meta |= {"version": int(version), "mark": self.mark_of(int(version))}
             if rows is not None:
@@ -174,11 +179,11 @@ class HnswFile:
         for path, m in files:
             if path.stat().st_size != m.get("size"):
                 return f"{path.name} is {path.stat().st_size} bytes, {m.get('size')} were written (truncated?)", {}
-        # zlib releases the GIL: the two checksums (1.5 + 0.4 GB at 1M with an i8 graph) run side by side
+        # hashing releases the GIL: the two checksums (1.5 + 0.5 GB at 1M with an i8 graph) run side by side
         with ThreadPoolExecutor(len(files)) as pool:
-            crcs = list(pool.map(_crc, [p for p, _ in files]))
-        for (path, m), crc in zip(files, crcs):
-            if crc != m.get("crc32"):
+            ok = list(pool.map(_check, files))
+        for (path, _), good in zip(files, ok):
+            if not good:
                 return f"the checksum of {path.name} does not match (corrupt, or a save was interrupted)", {}
         return None, meta
 
@@ -213,12 +218,18 @@ class HnswFile:
             if index is None or index.ndim != dim or len(index) != n:
                 raise ValueError(f"the graph holds {0 if index is None else len(index)} vectors, the file {n}")
             rowids = np.fromfile(self.vectors, np.int64, count=n)
-            matrix = np.memmap(self.vectors, np.float32, "r", offset=8 * n, shape=(n, dim))
+            f = open(self.vectors, "rb", buffering=0)  # kept open (closed with the index) for row reads
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            # rows are read a few at a time (rescoring, a filter's rows): no read-ahead around each,
+            # which filled the page cache and the process's RSS with rows nobody asked for
+            if hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
+                mm.madvise(mmap.MADV_RANDOM)
+            matrix = np.frombuffer(mm, np.float32, count=n * dim, offset=8 * n).reshape(n, dim)
         except Exception as e:  # usearch refuses a file it cannot parse
             log.warning("not mapping the saved HNSW graph %s: %s", self.graph, e)
             return None
         self.how, self.changed = "mapped", 0
-        return Mapped(saved, rowids, matrix, index)
+        return Mapped(saved, rowids, matrix, index, (f, 8 * n))
 
     def restore(
         self,
@@ -332,15 +343,15 @@ class HnswFile:
 def _write_rows(path: Path, rowids: np.ndarray, rows_of: Callable[[int, int], np.ndarray]) -> dict[str, int]:
     """Write ``rowids`` (int64) then their float32 rows, a block at a time; fsync. Its description."""
     n = len(rowids)
-    crc = 0
+    h = Checksum()
     with open(path, "wb") as f:
         for block in (np.ascontiguousarray(rowids, np.int64).tobytes(),):
             f.write(block)
-            crc = zlib.crc32(block, crc)
+            h.update(block)
         for s in range(0, n, COMPARE_BATCH):
             block = np.ascontiguousarray(rows_of(s, min(n, s + COMPARE_BATCH)), np.float32).tobytes()
             f.write(block)
-            crc = zlib.crc32(block, crc)
+            h.update(block)
         f.flush()
         os.fsync(f.fileno())
-    return {"size": path.stat().st_size, "crc32": crc, "count": n}
+    return {"size": path.stat().st_size, CHECKSUM: h.value(), "count": n}

@@ -32,7 +32,7 @@ from . import sparse_file
 from .dense import HNSW_PARAMS, DenseIndex
 from .hnsw_file import HnswFile
 from .sparse import SparseIndex
-from .sparse_file import SparseFile
+from .sparse_file import PROBE, SparseFile
 from .types import LegHit, QueryEncoder
 
 __all__ = ["LocalLegs", "CHUNK_LOG_LEN", "ALLOWED_LOCK_STRIPES"]
@@ -181,8 +181,11 @@ class LocalLegs:
                 "the saved HNSW graph of %r is older than the store's vector log; loading the vectors", namespace
             )
             return None
-        if len(idx) != self.store.counts(namespace)["vectors"]:  # the log's changes and the file disagree
-            log.warning("the saved vectors of %r do not add up to the store's; loading the vectors", namespace)
+        rowids, rows = idx.sample_mapped(PROBE, seed=len(idx))
+        ids, vecs = self.store.vectors_for(rowids.tolist()) if len(rowids) else (np.zeros(0, np.int64), None)
+        order = np.argsort(ids)
+        if not np.array_equal(ids[order], rowids) or (vecs is not None and not np.array_equal(vecs[order], rows)):
+            log.warning("the saved vectors of %r differ from the store's; loading the vectors", namespace)
             return None
         return idx
 

@@ -3,8 +3,10 @@ instead of reading and counting every chunk's tokens again (at 1M chunks that lo
 before the first BM25 query could run).
 
 File: ``<store>.bm25/<key>.postings``: a magic line, a JSON description (format, namespace,
-tokenizer version, the store's chunk version it reflects, sizes, CRC-32 of the body), then the
-body (:meth:`SparseIndex.dump`). Saving is crash-safe: written aside, synced, renamed into place,
+tokenizer version, the store's chunk version it reflects, sizes, checksum of the body: XXH3-64, CRC-32 in older files), then the
+body (:meth:`SparseIndex.dump`). A restored index reads its postings in place from the file's
+memory map (copying a term's only when a write adds to it): processes on one store share them in
+the page cache, and each holds in memory only the chunks' lengths and ids. Saving is crash-safe: written aside, synced, renamed into place,
 so a crash leaves the old file or the new one, and a torn one fails its checksum.
 
 A snapshot is used only when it reflects the store exactly: the same namespace and tokenizer, the
@@ -26,19 +28,18 @@ import mmap
 import os
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import fsync_dir, sweep_tmp
+from .files import CHECKSUM, Checksum, checksum_of, fsync_dir, recorded, sweep_tmp
 from .sparse import SparseIndex
 
 __all__ = ["SparseFile", "SNAPSHOT_MIN"]
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2  # 2: sections padded to 8 bytes, the postings mapped as int32 views (a format-1 file loads from the store once)
 MAGIC = b"hybridmem-bm25-postings\n"
 #: namespaces with fewer live chunks load from the store (well under a second) and are not saved
 SNAPSHOT_MIN = 20_000
@@ -115,17 +116,17 @@ class SparseFile:
                 f.write(MAGIC)
                 f.write(b"\0" * 16)  # the body's and the description's lengths, filled in below
                 start = f.tell()
-                crc = 0
+                h = Checksum()
 
                 def write(piece: Any) -> None:
-                    nonlocal crc
-                    crc = zlib.crc32(piece, crc)
+                    h.update(piece)
                     f.write(piece)
 
                 meta = idx.dump(write)
                 body = f.tell() - start
                 mark = self._mark(int(meta["version"]))
-                head = json.dumps({**self.describe, **meta, "body": body, "crc32": crc, "mark": mark}).encode("utf-8")
+                described = {**self.describe, **meta, "body": body, CHECKSUM: h.value(), "mark": mark}
+                head = json.dumps(described).encode("utf-8")
                 f.write(head)
                 f.seek(len(MAGIC))
                 f.write(body.to_bytes(8, "little") + len(head).to_bytes(8, "little"))
@@ -200,15 +201,29 @@ class SparseFile:
         return idx
 
     def _read(self, version: int, live: int, older_ok: bool) -> tuple[SparseIndex | None, str | None, str | None]:
-        with open(self.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            data = memoryview(mm)
+        """The snapshot parsed; its postings stay views of the file's memory map (the map lives as
+        long as the index does). The checksum is taken by reading the file, not through the map,
+        so the process holds in memory only the postings its queries touch."""
+        with open(self.path, "rb") as f:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            got: tuple[SparseIndex | None, str | None, str | None] = (None, "it cannot be read", None)
             try:
-                return self._parse(data, version, live, older_ok)
+                got = self._parse(memoryview(mm), version, live, older_ok, mm)
             finally:
-                data.release()
+                if got[0] is None:  # nothing refers to the map: close it now
+                    try:
+                        mm.close()
+                    except BufferError:  # a view still referenced from the traceback: the GC closes it
+                        pass
+            return got
 
     def _parse(
-        self, data: memoryview, version: int, live: int, older_ok: bool
+        self,
+        data: memoryview,
+        version: int,
+        live: int,
+        older_ok: bool,
+        mapping: object = None,
     ) -> tuple[SparseIndex | None, str | None, str | None]:
         """(index, None, its change-log mark) or (None, why it is refused, None)."""
         if bytes(data[: len(MAGIC)]) != MAGIC or len(data) < len(MAGIC) + 16:
@@ -228,14 +243,19 @@ class SparseFile:
         if meta["version"] == version and meta["live"] != live:
             return None, f"it holds {meta['live']} live chunks, the store {live}", None
         body = data[start : len(data) - n_head]
+        made = False
         try:
             if len(body) != meta["body"]:
                 return None, f"its body is {len(body)} bytes, {meta['body']} were written (truncated?)", None
-            if zlib.crc32(body) != meta["crc32"]:
+            kind, want = recorded(meta)
+            if want is None or checksum_of(self.path, kind, start, len(body)) != want:
                 return None, "its checksum does not match (corrupt, or a save was interrupted)", None
-            return SparseIndex.undump(body, meta), None, meta.get("mark")
+            idx = SparseIndex.undump(body, meta, mapping)
+            made = mapping is not None  # its postings are views of ``body``: it stays
+            return idx, None, meta.get("mark")
         finally:
-            body.release()
+            if not made:
+                body.release()
 
 
 def _probe(idx: SparseIndex, tokens_for: Callable[[Sequence[int]], list[tuple[int, str]]]) -> str | None:
