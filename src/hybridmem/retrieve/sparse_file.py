@@ -39,7 +39,8 @@ __all__ = ["SparseFile", "SNAPSHOT_MIN"]
 
 log = logging.getLogger(__name__)
 
-FORMAT = 2  # 2: sections padded to 8 bytes, the postings mapped as int32 views (a format-1 file loads from the store once)
+#: 2: sections padded to 8 bytes, the postings mapped as int32 views (a format-1 file loads from the store once)
+FORMAT = 2
 MAGIC = b"hybridmem-bm25-postings\n"
 #: namespaces with fewer live chunks load from the store (well under a second) and are not saved
 SNAPSHOT_MIN = 20_000
