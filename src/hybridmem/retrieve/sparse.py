@@ -160,8 +160,11 @@ class SparseIndex:
         with self._rw.write():
             for r in removed:
                 self._remove(int(r))
-            for rowid, tokens in added:
-                self._add(int(rowid), tokens)
+            if len(added) >= 64:
+                self._bulk_add((int(r), tokens) for r, tokens in added)  # a rowid seen before: _add
+            else:
+                for rowid, tokens in added:
+                    self._add(int(rowid), tokens)
             self.version = version
             dead = len(self._rowids) - len(self._pos)
             if dead > 1024 and dead > len(self._rowids) // 4:
