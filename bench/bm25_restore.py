@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,13 +71,9 @@ def build(db: Path, n: int) -> dict:
 
 
 def child(db: Path) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), str(ROOT / "src"), str(BENCH), QUERY],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from latency import child_json
+
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), QUERY)
 
 
 def main() -> None:
@@ -126,8 +121,9 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
         print(json.dumps(report, indent=1))
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(report, indent=1) + "\n")
+        from latency import write_report
+
+        write_report(a.out, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -96,13 +95,9 @@ def build(db: Path, n: int, dtype: str) -> dict:
 
 
 def child(db: Path, dtype: str, queries: int) -> dict:
-    out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from latency import child_json
+
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries))
 
 
 def main() -> None:
@@ -156,8 +151,9 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
         print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(report, indent=1) + "\n")
+        from latency import write_report
+
+        write_report(a.out, report)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -222,6 +222,18 @@ class BagEmbedder:
 
 
 # --------------------------------------------------------------------------- helpers
+def child_json(code: str, *args: str) -> dict:
+    """Run ``code`` in a fresh Python process with ``args``; the JSON object its last line prints."""
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def write_report(path: Path, report: dict) -> None:
+    """Write a benchmark's results (JSON, indented) to ``path``, its directory made if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1) + "\n")
+
+
 def rss_mb() -> float:
     with open("/proc/self/status") as f:
         for line in f:

@@ -175,6 +175,17 @@ while True:  # save graphs of changing sizes until killed
 """
 
 
+def kill_mid_save(code: str, d: Path, i: int) -> None:
+    """Run ``code`` (a loop of saves into ``d``, seeded by ``i``) until its first save is done, then
+    SIGKILL it at a random moment of the following ones."""
+    child = subprocess.Popen([sys.executable, "-c", code, str(d), str(i)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    child.stdout.readline()  # one save done: a complete set exists from here on
+    time.sleep(random.Random(i).uniform(0.0, 0.3))
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+
+
 def test_sigkill_during_saves_leaves_a_valid_or_refused_graph(tmp_path: Path) -> None:
     """SIGKILL at random moments of repeated saves, 20 times: the pair on disk is restored with
     every vector of the graph it describes, or refused; never a wrong graph, never an exception."""
@@ -182,12 +193,7 @@ def test_sigkill_during_saves_leaves_a_valid_or_refused_graph(tmp_path: Path) ->
     d.mkdir()
     restored = refused = 0
     for i in range(20):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(d), str(i)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        child.stdout.readline()  # one save done: a pair exists from here on
-        time.sleep(random.Random(i).uniform(0.0, 0.3))
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+        kill_mid_save(CHILD, d, i)
         f = HnswFile(d, "default", {"embedder": "test", "dim": 32})
         n = json.loads(f.meta.read_text())["count"] if f.meta.exists() else 0
         truth = np.load(d / f"truth-{n}.npy") if n and (d / f"truth-{n}.npy").exists() else None

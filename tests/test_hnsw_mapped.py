@@ -7,12 +7,8 @@ killed at any moment leaves a trio that is mapped whole or refused."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +18,7 @@ import pytest
 from hybridmem import Memory
 from hybridmem.retrieve import dense
 from hybridmem.retrieve.hnsw_file import HnswFile
-from test_hnsw_file import QUERIES, WORDS, _dense, _graph, _recall
+from test_hnsw_file import QUERIES, WORDS, _dense, _graph, _recall, kill_mid_save
 
 THRESHOLD = 300
 
@@ -199,12 +195,7 @@ def test_sigkill_during_saves_leaves_graph_and_vectors_mapped_whole_or_refused(t
     d.mkdir()
     mapped = refused = 0
     for i in range(20):
-        child = subprocess.Popen([sys.executable, "-c", CHILD, str(d), str(i)], stdout=subprocess.PIPE, text=True)
-        assert child.stdout is not None
-        child.stdout.readline()  # one save done: a set exists from here on
-        time.sleep(random.Random(i).uniform(0.0, 0.3))
-        os.kill(child.pid, signal.SIGKILL)
-        child.wait()
+        kill_mid_save(CHILD, d, i)
         f = HnswFile(d, "default", {"embedder": "test", "dim": 32}, mark_of=lambda v: f"mark-{v}")
         n = json.loads(f.meta.read_text())["count"]
         got = f.open(10**9)
