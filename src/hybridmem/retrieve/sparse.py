@@ -17,6 +17,7 @@ import traceback
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,12 @@ from ..config import BM25_K1 as K1
 from .cache import ArrayKeyedCache
 from .rwlock import RWLock
 
+_kernel: ModuleType | None
+try:  # the compiled MaxScore kernel (setup.py); without it the numpy scorer gives the same results
+    from . import _bm25 as _kernel
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _kernel = None
+
 __all__ = ["SparseIndex", "K1", "B"]
 
 LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
@@ -34,6 +41,7 @@ LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
 SAMPLE_STRIDE = 16  # top-k: every 16th chunk's score gives a threshold for the rest
 DIRECT_FACTOR = 8  # an allowed set this much smaller than the postings is scored by binary search
 DF_CACHE = 65_536  # terms whose live document frequency is cached while chunks are dead
+BOUND_CACHE = 65_536  # terms whose weight bound (max tf / (tf + norm) over their postings) is cached
 
 
 #: one term's (positions, term frequencies): int32 arrays, or int32 memoryviews of a mapped snapshot
@@ -72,6 +80,10 @@ class SparseIndex:
         self._allowed_at = ArrayKeyedCache()  # allowed rowids -> their live positions
         self._df: dict[str, tuple[int, int, int]] = {}  # term -> (postings, removals, live postings)
         self._removals = 0  # chunks removed so far: a cached live document frequency is stale
+        # term -> (postings covered, max over them of tf / (tf + norm), the avgdl it was taken at):
+        # the term's weight bound for MaxScore; still a bound after removals (and, grown by
+        # avgdl / that avgdl, at any later avgdl), extended over postings added since
+        self._bounds: dict[str, tuple[int, float, float]] = {}
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -100,7 +112,7 @@ class SparseIndex:
         postings from one numpy sort of (term id, chunk) keys instead of a Counter and two appends
         per term per chunk (a 1M-chunk load took ~30 s, the leg timeout). A block holding a rowid
         seen before goes through ``_add``, which replaces it."""
-        vocab: dict[str, int] = {}
+        vocab: dict[str, Any] = {}
         it = iter(rows)
         while block := list(itertools.islice(it, LOAD_BLOCK)):
             rids = [int(r) for r, _ in block]
@@ -192,6 +204,7 @@ class SparseIndex:
         self._pos = {r: i for i, (r, _) in enumerate(live)}
         self._sorted = True
         self._df.clear()
+        self._bounds.clear()  # positions moved
 
     def _allowed_mask(self, allowed: np.ndarray, rowids: np.ndarray, n_total: int) -> np.ndarray:
         """Boolean mask of live positions ``allowed`` names; cached per allowed array (Memory hands the
@@ -348,27 +361,105 @@ class SparseIndex:
                 traceback.clear_frames(e.__traceback__)
                 raise
 
-    def _search(self, terms: Sequence[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+    def search_counted(
+        self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None
+    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        """:meth:`search`, with what it read: ``postings`` (the query terms' postings), ``scanned``
+        (postings scored in full), ``looked_up`` (chunks looked up in a term's postings instead),
+        ``path`` (``kernel``, ``numpy`` or ``direct``)."""
+        counts: dict[str, Any] = {}
+        return self._read(self._search, terms, k, allowed, counts), counts
+
+    def _terms(self, terms: Sequence[str], alive: np.ndarray | None) -> list[tuple[str, _Postings, int]]:
+        """The query's distinct terms the index holds, with their live document frequencies, in the
+        order every path adds a chunk's weights: rarest first, ties in the query's order. One
+        order keeps the paths' float32 scores the same bits; rarest first lets MaxScore stop early."""
+        got = []
+        for t in dict.fromkeys(terms):
+            if (p := self._post.get(t)) is None:
+                continue
+            if n_t := self._live_df(t, np.frombuffer(p[0], dtype=np.int32), alive):
+                got.append((t, p, n_t))
+        got.sort(key=lambda x: x[2])  # stable
+        return got
+
+    def _search(
+        self, terms: Sequence[str], k: int, allowed: np.ndarray | None, counts: dict[str, Any] | None = None
+    ) -> list[tuple[int, float]]:
         n_total = len(self._rowids)
         n_live = len(self._pos)
-        if allowed is None or not n_live or k <= 0:
-            return self._score_all(terms, k, allowed)
-        uniq = [(t, p) for t in dict.fromkeys(terms) if (p := self._post.get(t)) is not None]
-        n_post = sum(len(p[0]) for _, p in uniq)
-        rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
-        # the positions of the allowed live chunks: a binary search per allowed rowid and term
-        # costs ~log2(postings) where a scan costs one; so only a much smaller set goes this way
-        if len(allowed) * max(len(uniq), 1) * DIRECT_FACTOR > n_post:
-            return self._score_all(terms, k, allowed)
-        cand = self._allowed_positions(allowed, self._allowed_mask(allowed, rowids, n_total))
+        if not n_live or k <= 0:
+            return []
         dead = n_total > n_live
         alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
-        dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
-        return self._score_positions(uniq, cand, alive, dl, rowids, self._total_len / n_live, n_live, k)
+        uniq = self._terms(terms, alive)
+        rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
+        n_post = sum(len(p[0]) for _, p, _ in uniq)
+        if counts is not None:
+            counts.update(postings=n_post, scanned=n_post, looked_up=0, path="numpy")
+        # the positions of the allowed live chunks: a binary search per allowed rowid and term
+        # costs ~log2(postings) where a scan costs one; so only a much smaller set goes this way
+        if allowed is not None and len(allowed) * max(len(uniq), 1) * DIRECT_FACTOR <= n_post:
+            cand = self._allowed_positions(allowed, self._allowed_mask(allowed, rowids, n_total))
+            dl = np.frombuffer(self._dl, dtype=np.float32)[:n_total]
+            if counts is not None:
+                counts.update(scanned=0, looked_up=len(cand) * len(uniq), path="direct")
+            return self._score_positions(uniq, cand, dl, rowids, self._total_len / n_live, n_live, k)
+        if _kernel is None:
+            return self._score_all(terms, k, allowed)
+        return self._score_kernel(uniq, k, allowed, rowids, counts)
+
+    def _score_kernel(
+        self,
+        uniq: list[tuple[str, _Postings, int]],
+        k: int,
+        allowed: np.ndarray | None,
+        rowids: np.ndarray,
+        counts: dict[str, Any] | None,
+    ) -> list[tuple[int, float]]:
+        """Top-k by the compiled MaxScore kernel (``_bm25.c``): the terms whose bounds cannot bring
+        a new chunk into the top k are only looked up for the chunks that can still get there.
+        The same list, the same float32 scores, as :meth:`_score_all`. The kernel reads the
+        arrays in place without the GIL (the read lock keeps writers out meanwhile)."""
+        assert _kernel is not None
+        n_total, n_live = len(self._rowids), len(self._pos)
+        avgdl = self._total_len / n_live
+        items = []
+        for t, (pa, ta), n_t in uniq:
+            idf = _idf(n_live, n_t)
+            items.append((pa, ta, idf, float(np.float32(idf)) * (K1 + 1.0) * self._bound(t, pa, ta, avgdl)))
+        alive = self._alive if n_total > n_live else None
+        mask = None if allowed is None else self._allowed_mask(allowed, rowids, n_total)
+        hits: list[tuple[int, float]]
+        hits, scanned, looked_up = _kernel.topk(items, self._dl, avgdl, self._rowids, n_total, alive, mask, k)
+        if counts is not None:
+            counts.update(scanned=scanned, looked_up=looked_up, path="kernel")
+        return hits
+
+    def _bound(self, term: str, ps: array[int] | memoryview, tfs: array[int] | memoryview, avgdl: float) -> float:
+        """max over the term's postings of tf / (tf + norm) at ``avgdl``, or more (a bound): its
+        weight is at most idf·(K1 + 1) times it. Cached per term; a bound taken at avgdl a0 holds
+        at avgdl a times max(1, a / a0) (norm's length part shrinks by at most a0 / a), so only
+        postings added since are read. Takes the cache lock."""
+        assert _kernel is not None
+        n = len(ps)
+        with self._cache_lock:
+            hit = self._bounds.get(term)
+        start, prev = 0, 0.0
+        if hit is not None and hit[0] <= n:
+            start, prev = hit[0], hit[1] * max(1.0, avgdl / hit[2])
+            if start == n:
+                return prev
+        got: float = max(prev, _kernel.max_ratio(ps, tfs, self._dl, start, avgdl))
+        with self._cache_lock:
+            if len(self._bounds) >= BOUND_CACHE:
+                self._bounds.pop(next(iter(self._bounds)))
+            self._bounds[term] = (n, got, avgdl)
+        return got
 
     def _score_all(self, terms: Sequence[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        """Every posting of every term scored into one float32 array, in the terms' order; then the
-        top-k by (score, rowid). Caller holds the read lock: the arrays are views, not copies."""
+        """Every posting of every term scored into one float32 array, in :meth:`_terms`' order;
+        then the top-k by (score, rowid). Caller holds the read lock: the arrays are views."""
         n_total = len(self._rowids)
         n_live = len(self._pos)
         if not n_live or k <= 0:
@@ -379,17 +470,14 @@ class SparseIndex:
         rowids = np.frombuffer(self._rowids, dtype=np.int64)[:n_total]
         avgdl = self._total_len / n_live
         scores = np.zeros(n_total, np.float32)
-        for t in dict.fromkeys(terms):
-            if (p := self._post.get(t)) is None:
-                continue
+        for _, p, n_t in self._terms(terms, alive):
             ps = np.frombuffer(p[0], dtype=np.int32)
             tfs = np.frombuffer(p[1], dtype=np.int32)
             if alive is not None:
                 live = alive[ps]
                 ps, tfs = ps[live], tfs[live]
-            if len(ps):
-                # a weight is > 0 (idf is floored above 0, tf >= 1): a score > 0 is a chunk with a term
-                scores[ps] += _weight(_idf(n_live, len(ps)), tfs.astype(np.float32), dl[ps], avgdl)
+            # a weight is > 0 (idf is floored above 0, tf >= 1): a score > 0 is a chunk with a term
+            scores[ps] += _weight(_idf(n_live, n_t), tfs.astype(np.float32), dl[ps], avgdl)
         if allowed is not None:  # (a dead chunk has no score: its postings were skipped)
             scores *= self._allowed_mask(allowed, rowids, n_total)
         # a threshold no higher than the k-th best: the k-th best of a sample (any subset's k-th best
@@ -430,9 +518,8 @@ class SparseIndex:
 
     def _score_positions(
         self,
-        uniq: list[tuple[str, _Postings]],
+        uniq: list[tuple[str, _Postings, int]],
         cand: np.ndarray,
-        alive: np.ndarray | None,
         dl: np.ndarray,
         rowids: np.ndarray,
         avgdl: float,
@@ -444,11 +531,10 @@ class SparseIndex:
         does, so the scores are the same bits."""
         acc = np.zeros(len(cand), np.float32)
         hit = np.zeros(len(cand), bool)
-        for t, (pa, ta) in uniq:
+        for _, (pa, ta), n_t in uniq:
             ps = np.frombuffer(pa, dtype=np.int32)
-            n_t = self._live_df(t, ps, alive)
-            if not n_t or not len(cand):
-                continue
+            if not len(cand):
+                break
             j = np.searchsorted(ps, cand)
             j[j >= len(ps)] = 0
             there = np.flatnonzero(ps[j] == cand)
