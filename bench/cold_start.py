@@ -39,6 +39,9 @@ sys.path.insert(0, sys.argv[3])
 t0 = time.perf_counter()
 from hybridmem import Memory
 from latency import LookupEmbedder, make_queries
+if sys.argv[6] == "numpy":  # BM25 without the compiled kernel: the scorer before it
+    from hybridmem.retrieve import sparse
+    sparse._kernel = None
 
 def mem():
     out = {}
@@ -63,7 +66,14 @@ for q in queries[1:]:
     m.search(q, mode="hybrid", top_k=10)
     took.append((time.perf_counter() - t) * 1000)
 took.sort()
-first |= {"p50_ms": took[len(took) // 2], "p95_ms": took[int(len(took) * 0.95)], "mem_after": mem()}
+bm25 = []
+for q in queries[1:]:
+    t = time.perf_counter()
+    m.search(q, mode="bm25", top_k=10)
+    bm25.append((time.perf_counter() - t) * 1000)
+bm25.sort()
+first |= {"p50_ms": took[len(took) // 2], "p95_ms": took[int(len(took) * 0.95)], "mem_after": mem(),
+          "bm25_p50_ms": bm25[len(bm25) // 2], "bm25_p95_ms": bm25[int(len(bm25) * 0.95)]}
 print(json.dumps(first))
 m.legs.save_sparse = lambda: None  # time the open and the queries only, not a save at close
 m.close()
@@ -94,10 +104,10 @@ def build(db: Path, n: int, dtype: str) -> dict:
     return out
 
 
-def child(db: Path, dtype: str, queries: int) -> dict:
+def child(db: Path, dtype: str, queries: int, scorer: str) -> dict:
     from latency import child_json
 
-    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries))
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries), scorer)
 
 
 def main() -> None:
@@ -109,6 +119,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "cold-start.json")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--keep", type=Path, help="reuse (or build and keep) the store at this path")
+    ap.add_argument("--kinds", default="mapped,mapped-numpy,read", help="mapped-numpy: BM25 without the kernel")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     try:
@@ -120,14 +131,15 @@ def main() -> None:
         print(f"  {built}", flush=True)
         (vectors,) = Path(str(db) + ".hnsw").glob("*.vectors")
         aside = work / "vectors.aside"
-        rows: dict[str, list[dict]] = {"mapped": [], "read": []}
+        kinds = a.kinds.split(",")
+        rows: dict[str, list[dict]] = {k: [] for k in kinds}
         for _ in range(a.rounds):
-            for kind in ("mapped", "read"):
+            for kind in kinds:
                 if kind == "read":
                     shutil.copy(vectors, aside)
                     vectors.unlink()
                 try:
-                    rows[kind].append(child(db, a.dtype, a.queries))
+                    rows[kind].append(child(db, a.dtype, a.queries, "numpy" if kind.endswith("numpy") else "kernel"))
                 finally:
                     if kind == "read":
                         vectors.unlink(missing_ok=True)  # the child saves nothing, but be sure
@@ -136,7 +148,8 @@ def main() -> None:
                 print(
                     f"  {kind}: first hybrid answer {r['total_s']:.2f} s after start (open {r['open_s']:.2f}), "
                     f"graph {r['graph']} mapped {r['mapped']}, mem {r['mem_first']} -> {r['mem_after']}, "
-                    f"p50 {r['p50_ms']:.1f} p95 {r['p95_ms']:.1f} ms",
+                    f"hybrid p50 {r['p50_ms']:.1f} p95 {r['p95_ms']:.1f} ms, "
+                    f"bm25 p50 {r['bm25_p50_ms']:.1f} p95 {r['bm25_p95_ms']:.1f} ms",
                     flush=True,
                 )
         med = {k: statistics.median(r["total_s"] for r in v) for k, v in rows.items()}
@@ -145,7 +158,9 @@ def main() -> None:
             "dtype": a.dtype,
             **built,
             "first_hybrid_answer_s": {k: round(v, 2) for k, v in med.items()},
-            "ratio": round(med["read"] / med["mapped"], 1),
+            "ratio": round(med["read"] / med["mapped"], 1) if {"read", "mapped"} <= med.keys() else None,
+            "hybrid_p50_ms": {k: round(statistics.median(r["p50_ms"] for r in v), 2) for k, v in rows.items()},
+            "bm25_p50_ms": {k: round(statistics.median(r["bm25_p50_ms"] for r in v), 2) for k, v in rows.items()},
             "runs": rows,
             "loadavg": os.getloadavg()[0],
             "date": time.strftime("%Y-%m-%d"),
