@@ -273,6 +273,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "n_total or k out of range");
         return NULL;
     }
+    if (k > n_total) k = n_total; /* never more hits than chunks: the heap is sized by k */
     Py_ssize_t q = PyList_GET_SIZE(terms);
     Views v = {PyMem_Calloc((size_t)(2 * q + 4), sizeof(Py_buffer)), 0};
     Term *t = PyMem_Calloc((size_t)(q ? q : 1), sizeof(Term));
