@@ -385,4 +385,13 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bm25", "BM25 top-k with MaxScore pruning.", -1, methods};
 
-PyMODINIT_FUNC PyInit__bm25(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__bm25(void) {
+    PyObject *m = PyModule_Create(&module);
+    /* the constants compiled in: sparse.py uses the kernel only when they are config's */
+    if (m && (PyModule_AddObject(m, "K1", PyFloat_FromDouble(K1)) < 0 ||
+              PyModule_AddObject(m, "B", PyFloat_FromDouble(B)) < 0)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -4,6 +4,9 @@ from typing import Any
 
 Buffer = Any  # anything with the buffer protocol (collections.abc.Buffer is Python 3.12+)
 
+K1: float
+B: float
+
 def topk(
     terms: list[tuple[Buffer, Buffer, float, float]],
     dl: Buffer,

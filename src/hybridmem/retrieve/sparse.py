@@ -33,6 +33,8 @@ try:  # the compiled MaxScore kernel (setup.py); without it the numpy scorer giv
     from . import _bm25 as _kernel
 except ImportError:  # pragma: no cover - a build without a C compiler
     _kernel = None
+if _kernel is not None and (_kernel.K1, _kernel.B) != (K1, B):  # compiled with other BM25 constants
+    _kernel = None
 
 __all__ = ["SparseIndex", "K1", "B"]
 
