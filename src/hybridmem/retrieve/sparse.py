@@ -35,6 +35,13 @@ except ImportError:  # pragma: no cover - a build without a C compiler
     _kernel = None
 if _kernel is not None and (_kernel.K1, _kernel.B) != (K1, B):  # compiled with other BM25 constants
     _kernel = None
+_scan: ModuleType | None
+try:  # the tokenizer's compiled scans: term ids of a block of chunks in one call
+    from ..text import _scan as _compiled_scan
+
+    _scan = _compiled_scan
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None
 
 __all__ = ["SparseIndex", "K1", "B"]
 
@@ -123,12 +130,16 @@ class SparseIndex:
                     self._add(r, tokens)
                 continue
             base, n = len(self._rowids), len(block)
-            ids, dls = array("q"), []
-            get = vocab.setdefault
-            for _, tokens in block:
-                toks = tokens.split()
-                dls.append(len(toks))
-                ids.extend([get(t, len(vocab)) for t in toks])
+            ids: Any
+            if _scan is not None:
+                ids, dls = _scan.term_ids([tokens for _, tokens in block], vocab)  # the loop below, in C
+            else:
+                ids, dls = array("q"), []
+                get = vocab.setdefault
+                for _, tokens in block:
+                    toks = tokens.split()
+                    dls.append(len(toks))
+                    ids.extend([get(t, len(vocab)) for t in toks])
             if len(ids):
                 key = np.frombuffer(ids, dtype=np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), dls)
                 uniq, tf = np.unique(key, return_counts=True)  # by term id, then chunk: positions ascend

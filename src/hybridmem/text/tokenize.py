@@ -12,10 +12,19 @@ import re
 import unicodedata
 from collections import Counter
 from itertools import chain
+from types import ModuleType
 from typing import Any, cast
 
 from .stopwords import ALL as STOPWORDS
 from .stopwords import BY_LANG
+
+_scan: ModuleType | None
+try:  # the character scans compiled (setup.py); without them the regular expressions, same tokens
+    from . import _scan as _compiled_scan
+
+    _scan = _compiled_scan
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _scan = None
 
 __all__ = [
     "tokenize",
@@ -77,6 +86,26 @@ def fold(text: str) -> str:
 def detect_language(text: str) -> str | None:
     """'zh' when CJK dominates, else the en/fr/de/es stopword list that matches most words (or None)."""
     folded = fold(text[:4000])
+    if _scan is not None:
+        cjk, n_words, per_lang = _scan.lang_counts(folded, _LANG_BITS, _LANG_MAXLEN, len(_LANG_ORDER))
+        if cjk and cjk >= n_words:
+            return "zh"
+        if not n_words:
+            return None
+        counts = Counter({lang: n for lang, n in zip(_LANG_ORDER, per_lang) if n})
+    else:
+        found = _lang_counts(folded)
+        if found is None or isinstance(found, str):
+            return found
+        counts = found
+    if not counts:
+        return None
+    (best, n), *rest = counts.most_common(2) + [("", 0)]
+    return best if n > rest[0][1] else None
+
+
+def _lang_counts(folded: str) -> Counter[str] | str | None:
+    """detect_language's counts without the compiled scan: "zh" or None when they are the answer."""
     cjk = 0 if folded.isascii() else sum(len(m) for m in _CJK_RUN.findall(folded))
     words = _LETTERS.findall(folded)
     if cjk and cjk >= len(words):
@@ -92,10 +121,17 @@ def detect_language(text: str) -> str | None:
         for lang, stops in BY_LANG.items():
             if w in stops:
                 counts[lang] += n
-    if not counts:
-        return None
-    (best, n), *rest = counts.most_common(2) + [("", 0)]
-    return best if n > rest[0][1] else None
+    return counts
+
+
+#: for the compiled scan: each stopword (of >= 2 characters) -> the bit mask of the languages it is one in
+_LANG_ORDER = list(BY_LANG)
+_LANG_BITS = {
+    w: mask
+    for w in STOPWORDS
+    if len(w) >= 2 and (mask := sum(1 << i for i, lang in enumerate(_LANG_ORDER) if w in BY_LANG[lang]))
+}
+_LANG_MAXLEN = max(map(len, _LANG_BITS), default=0)
 
 
 @functools.lru_cache(maxsize=8)
@@ -176,14 +212,27 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
         cache = _PIECES[lang] = _Pieces(lang)
     # "HTTP 504", "BWV 1033" → also "http504": only after a word written in capitals (an acronym),
     # never after ordinary words ("since 2004", "October 27")
-    if text.isascii():
-        acronyms = {w.lower() for w in _ASCII_ACRONYM.findall(text)}
-    else:
-        acronyms = {fold(w) for w in _ACRONYM.findall(text) if w.isupper()}
+    if _scan is not None:
+        # each piece's tokens from the cache, and where an all-letter piece has a number after it
+        out, joins = _scan.tokens(folded, cache)
+        if joins:
+            acronyms = _acronyms(text)
+            for at, word, number in reversed(joins):  # from the end: the earlier positions stay
+                if word in acronyms and word not in STOPWORDS:
+                    out.insert(at, word + number)
+        return cast(list[str], out)
+    acronyms = _acronyms(text)
     if not acronyms or not any(m.group(1) in acronyms for m in _JOIN_CANDIDATE.finditer(folded)):
         # no join to make: each piece's tokens, from the cache (most pieces repeat)
         return list(chain.from_iterable(map(cache.__getitem__, _PIECE.findall(folded))))
     return _joined(folded, acronyms, cache)
+
+
+def _acronyms(text: str) -> set[str]:
+    """The folded words of ``text`` written in capitals (two letters or more)."""
+    if text.isascii():
+        return {w.lower() for w in _ASCII_ACRONYM.findall(text)}
+    return {fold(w) for w in _ACRONYM.findall(text) if w.isupper()}
 
 
 def index_tokens(text: str, lang: str | None, context: str | None = None) -> list[str]:

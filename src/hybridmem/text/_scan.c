@@ -1,0 +1,335 @@
+/* The character scans of the BM25 tokenizer (text/tokenize.py), compiled: the same answers as its
+ * regular expressions, several times faster (the regex engine tests Unicode classes char by char).
+ *
+ * Character classes, as Python's `re` defines them for str patterns:
+ *   \w   Py_UNICODE_ISALNUM(c) || c == '_'        \d   Py_UNICODE_ISDECIMAL(c)
+ *   CJK  the ranges of tokenize._CJK; a CJK-run character is one of them that is also \w
+ *   WCHAR   [^\W_{CJK}]   a word character that is neither '_' nor CJK
+ *   LETTER  [^\W\d_]      a word character that is neither a digit nor '_' (CJK included)
+ *
+ * pieces(folded)    == tokenize._PIECE.findall(folded), plus the acronym-number join candidates
+ * tokens(folded, c) == each piece's tokens from the piece cache c, with the same join candidates
+ * lang_counts(...)  == the counting loop of tokenize.detect_language
+ * term_ids(...)     == the term-id loop of sparse.SparseIndex._bulk_add
+ * tests/test_scan.py compares each with its Python twin, over every code point and random text.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+static inline int is_word(Py_UCS4 c) {
+    if (c < 128) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    return Py_UNICODE_ISALNUM(c);
+}
+
+static inline int is_cjk(Py_UCS4 c) {
+    return (c >= 0x3040 && c <= 0x30ff) || (c >= 0x3400 && c <= 0x4dbf) || (c >= 0x4e00 && c <= 0x9fff) ||
+           (c >= 0xf900 && c <= 0xfaff) || (c >= 0xac00 && c <= 0xd7af);
+}
+
+static inline int is_digit(Py_UCS4 c) { return c < 128 ? (c >= '0' && c <= '9') : Py_UNICODE_ISDECIMAL(c); }
+static inline int is_cjk_char(Py_UCS4 c) { return c >= 0x3040 && is_cjk(c) && is_word(c); }
+static inline int is_wchar(Py_UCS4 c) { return c != '_' && is_word(c) && !(c >= 0x3040 && is_cjk(c)); }
+static inline int is_letter(Py_UCS4 c) { return c != '_' && is_word(c) && !is_digit(c); }
+
+static inline int is_joiner(Py_UCS4 c) {
+    switch (c) {
+    case '-': case '_': case '.': case '/': case ':': case '@': case '#': case '+':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static inline int is_space(Py_UCS4 c) {
+    if (c < 128) return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+    return Py_UNICODE_ISSPACE(c);
+}
+
+/* The next piece of text at or after *at: [start, end), whether it is all letters and all digits.
+ * Returns 0 at the end of the text. */
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+} Text;
+
+static int next_piece(const Text *t, Py_ssize_t *at, Py_ssize_t *start, Py_ssize_t *end, int *alpha, int *digits) {
+    const int kind = t->kind;
+    const void *data = t->data;
+    const Py_ssize_t n = t->n;
+    Py_ssize_t i = *at;
+    while (i < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_ssize_t j = i;
+        if (is_cjk_char(c)) {
+            *alpha = 1;
+            *digits = 0;
+            while (j < n) {
+                Py_UCS4 d = PyUnicode_READ(kind, data, j);
+                if (!is_cjk_char(d)) break;
+                if (is_digit(d)) *alpha = 0; /* never an acronym: the caller matches pieces against its set */
+                j++;
+            }
+        } else if (is_wchar(c)) {
+            *alpha = *digits = 1;
+            for (;;) {
+                while (j < n) {
+                    Py_UCS4 d = PyUnicode_READ(kind, data, j);
+                    if (!is_wchar(d)) break;
+                    /* in a WORD piece (no '_', no CJK) a letter is exactly a character that is not a digit */
+                    if (is_digit(d)) *alpha = 0;
+                    else *digits = 0;
+                    j++;
+                }
+                Py_ssize_t k = j;
+                while (k < n && is_joiner(PyUnicode_READ(kind, data, k))) k++;
+                if (k > j && k < n && is_wchar(PyUnicode_READ(kind, data, k))) {
+                    *alpha = *digits = 0;
+                    j = k;
+                    continue;
+                }
+                break;
+            }
+        } else {
+            i++;
+            continue;
+        }
+        *start = i;
+        *end = *at = j;
+        return 1;
+    }
+    *at = n;
+    return 0;
+}
+
+/* only whitespace (str.strip()'s) in text[a, b) */
+static int blank(const Text *t, Py_ssize_t a, Py_ssize_t b) {
+    for (Py_ssize_t q = a; q < b; q++)
+        if (!is_space(PyUnicode_READ(t->kind, t->data, q))) return 0;
+    return 1;
+}
+
+static const char pieces_doc[] =
+    "pieces(folded, /) -> (pieces, joins)\n\n"
+    "The words and identifiers of folded text (tokenize._PIECE.findall), and the indices i where\n"
+    "pieces[i] is all letters (len >= 2), pieces[i + 1] all digits (len >= 2) and only whitespace\n"
+    "lies between them: where an acronym may join the number after it.";
+
+static PyObject *pieces(PyObject *self, PyObject *args) {
+    PyObject *text;
+    if (!PyArg_ParseTuple(args, "U:pieces", &text)) return NULL;
+    Text t = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
+    PyObject *out = PyList_New(0), *joins = PyList_New(0);
+    if (!out || !joins) goto fail;
+    Py_ssize_t at = 0, i, j, prev_end = -1;
+    int alpha, digits, prev_alpha = 0; /* the previous piece: letters only, at least 2 */
+    while (next_piece(&t, &at, &i, &j, &alpha, &digits)) {
+        if (digits && j - i >= 2 && prev_alpha && blank(&t, prev_end, i)) {
+            PyObject *ix = PyLong_FromSsize_t(PyList_GET_SIZE(out) - 1);
+            if (!ix || PyList_Append(joins, ix) < 0) { Py_XDECREF(ix); goto fail; }
+            Py_DECREF(ix);
+        }
+        PyObject *piece = PyUnicode_Substring(text, i, j);
+        if (!piece || PyList_Append(out, piece) < 0) { Py_XDECREF(piece); goto fail; }
+        Py_DECREF(piece);
+        prev_alpha = alpha && j - i >= 2;
+        prev_end = j;
+    }
+    return Py_BuildValue("(NN)", out, joins);
+fail:
+    Py_XDECREF(out);
+    Py_XDECREF(joins);
+    return NULL;
+}
+
+static const char tokens_doc[] =
+    "tokens(folded, cache, /) -> (tokens, joins)\n\n"
+    "The tokens of the pieces of folded text, each piece's from cache[piece] (a tuple of str; a\n"
+    "dict, whose __missing__ makes it), and the join candidates of pieces() as (position in\n"
+    "tokens of the number's first token, the letters piece, the number piece).";
+
+static PyObject *tokens(PyObject *self, PyObject *args) {
+    PyObject *text, *cache;
+    if (!PyArg_ParseTuple(args, "UO!:tokens", &text, &PyDict_Type, &cache)) return NULL;
+    Text t = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
+    PyObject *out = PyList_New(0), *joins = PyList_New(0), *prev = NULL;
+    if (!out || !joins) goto fail;
+    Py_ssize_t at = 0, i, j, prev_end = -1;
+    int alpha, digits;
+    while (next_piece(&t, &at, &i, &j, &alpha, &digits)) {
+        PyObject *piece = PyUnicode_Substring(text, i, j);
+        if (!piece) goto fail;
+        if (digits && j - i >= 2 && prev && blank(&t, prev_end, i)) {
+            PyObject *join = Py_BuildValue("(nOO)", PyList_GET_SIZE(out), prev, piece);
+            if (!join || PyList_Append(joins, join) < 0) { Py_XDECREF(join); Py_DECREF(piece); goto fail; }
+            Py_DECREF(join);
+        }
+        PyObject *toks = PyDict_GetItemWithError(cache, piece); /* borrowed */
+        if (toks) {
+            Py_INCREF(toks);
+        } else if (!PyErr_Occurred()) {
+            toks = PyObject_GetItem(cache, piece); /* the cache's __missing__ */
+        }
+        if (!toks) { Py_DECREF(piece); goto fail; }
+        if (!PyTuple_Check(toks)) {
+            PyErr_SetString(PyExc_TypeError, "tokens: the cache must hold tuples");
+            Py_DECREF(toks);
+            Py_DECREF(piece);
+            goto fail;
+        }
+        for (Py_ssize_t q = 0; q < PyTuple_GET_SIZE(toks); q++)
+            if (PyList_Append(out, PyTuple_GET_ITEM(toks, q)) < 0) { Py_DECREF(toks); Py_DECREF(piece); goto fail; }
+        Py_DECREF(toks);
+        Py_XDECREF(prev);
+        prev = NULL;
+        if (alpha && j - i >= 2) prev = piece; /* keeps the reference */
+        else Py_DECREF(piece);
+        prev_end = j;
+    }
+    Py_XDECREF(prev);
+    return Py_BuildValue("(NN)", out, joins);
+fail:
+    Py_XDECREF(prev);
+    Py_XDECREF(out);
+    Py_XDECREF(joins);
+    return NULL;
+}
+
+static const char lang_doc[] =
+    "lang_counts(folded, table, maxlen, nlangs, /) -> (cjk, words, counts)\n\n"
+    "cjk: the CJK-run characters of folded; words: its runs of letters ([^\\W\\d_]+); counts[l]:\n"
+    "the runs of length >= 2 (and <= maxlen) whose table[run] (a bit mask) has bit l.";
+
+static PyObject *lang_counts(PyObject *self, PyObject *args) {
+    PyObject *text, *table;
+    Py_ssize_t maxlen;
+    int nlangs;
+    if (!PyArg_ParseTuple(args, "UO!ni:lang_counts", &text, &PyDict_Type, &table, &maxlen, &nlangs)) return NULL;
+    if (nlangs < 0 || nlangs > 32) {
+        PyErr_SetString(PyExc_ValueError, "nlangs must be 0..32");
+        return NULL;
+    }
+    const int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    Py_ssize_t counts[32] = {0}, cjk = 0, words = 0, i = 0;
+    while (i < n) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (!is_letter(c)) {
+            if (is_cjk_char(c)) cjk++;
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i;
+        while (j < n) {
+            Py_UCS4 d = PyUnicode_READ(kind, data, j);
+            if (!is_letter(d)) break;
+            if (is_cjk_char(d)) cjk++;
+            j++;
+        }
+        words++;
+        if (j - i >= 2 && j - i <= maxlen) {
+            PyObject *w = PyUnicode_Substring(text, i, j);
+            if (!w) return NULL;
+            PyObject *bits = PyDict_GetItemWithError(table, w);
+            Py_DECREF(w);
+            if (bits) {
+                unsigned long mask = PyLong_AsUnsignedLong(bits);
+                if (mask == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+                for (int l = 0; l < nlangs; l++)
+                    if (mask & (1UL << l)) counts[l]++;
+            } else if (PyErr_Occurred()) {
+                return NULL;
+            }
+        }
+        i = j;
+    }
+    PyObject *tup = PyTuple_New(nlangs);
+    if (!tup) return NULL;
+    for (int l = 0; l < nlangs; l++) {
+        PyObject *v = PyLong_FromSsize_t(counts[l]);
+        if (!v) { Py_DECREF(tup); return NULL; }
+        PyTuple_SET_ITEM(tup, l, v);
+    }
+    return Py_BuildValue("(nnN)", cjk, words, tup);
+}
+
+static const char ids_doc[] =
+    "term_ids(texts, vocab, /) -> (ids, lengths)\n\n"
+    "Each text split on whitespace (str.split()); ids: bytes of int64, each token's id in vocab\n"
+    "(a dict; a new token gets id len(vocab) and is added); lengths: each text's token count.";
+
+static PyObject *term_ids(PyObject *self, PyObject *args) {
+    PyObject *texts, *vocab;
+    if (!PyArg_ParseTuple(args, "O!O!:term_ids", &PyList_Type, &texts, &PyDict_Type, &vocab)) return NULL;
+    Py_ssize_t cap = 1024, used = 0;
+    int64_t *ids = PyMem_Malloc(cap * sizeof(int64_t));
+    PyObject *lengths = PyList_New(PyList_GET_SIZE(texts));
+    if (!ids || !lengths) goto fail;
+    for (Py_ssize_t t = 0; t < PyList_GET_SIZE(texts); t++) {
+        PyObject *text = PyList_GET_ITEM(texts, t);
+        if (!PyUnicode_Check(text)) {
+            PyErr_SetString(PyExc_TypeError, "term_ids: texts must be str");
+            goto fail;
+        }
+        const int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        const Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        Py_ssize_t i = 0, count = 0;
+        while (i < n) {
+            if (is_space(PyUnicode_READ(kind, data, i))) { i++; continue; }
+            Py_ssize_t j = i + 1;
+            while (j < n && !is_space(PyUnicode_READ(kind, data, j))) j++;
+            PyObject *tok = PyUnicode_Substring(text, i, j);
+            if (!tok) goto fail;
+            PyObject *id = PyDict_GetItemWithError(vocab, tok);
+            int64_t v;
+            if (id) {
+                v = PyLong_AsLongLong(id);
+                if (v == -1 && PyErr_Occurred()) { Py_DECREF(tok); goto fail; }
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(tok);
+                goto fail;
+            } else {
+                v = PyDict_GET_SIZE(vocab);
+                PyObject *nid = PyLong_FromLongLong(v);
+                if (!nid || PyDict_SetItem(vocab, tok, nid) < 0) { Py_XDECREF(nid); Py_DECREF(tok); goto fail; }
+                Py_DECREF(nid);
+            }
+            Py_DECREF(tok);
+            if (used == cap) {
+                int64_t *grown = PyMem_Realloc(ids, 2 * cap * sizeof(int64_t));
+                if (!grown) { PyErr_NoMemory(); goto fail; }
+                ids = grown;
+                cap *= 2;
+            }
+            ids[used++] = v;
+            count++;
+            i = j;
+        }
+        PyObject *len = PyLong_FromSsize_t(count);
+        if (!len) goto fail;
+        PyList_SET_ITEM(lengths, t, len);
+    }
+    PyObject *buf = PyBytes_FromStringAndSize((const char *)ids, used * (Py_ssize_t)sizeof(int64_t));
+    PyMem_Free(ids);
+    if (!buf) { Py_DECREF(lengths); return NULL; }
+    return Py_BuildValue("(NN)", buf, lengths);
+fail:
+    PyMem_Free(ids);
+    Py_XDECREF(lengths);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"pieces", pieces, METH_VARARGS, pieces_doc},
+    {"tokens", tokens, METH_VARARGS, tokens_doc},
+    {"lang_counts", lang_counts, METH_VARARGS, lang_doc},
+    {"term_ids", term_ids, METH_VARARGS, ids_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "The tokenizer's character scans.", -1, methods};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

@@ -1,0 +1,175 @@
+"""The tokenizer's compiled character scans (text/_scan.c) give the answers of their Python twins: the
+regular expressions of text/tokenize.py and the term-id loop of the BM25 index. Checked character
+class by character class over every code point, on random text mixing scripts, identifiers and
+whitespace, and token for token on the five corpora of ../shared/data."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridmem.retrieve import sparse
+from hybridmem.text import tokenize as T
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+scan = T._scan
+
+
+def test_the_scans_are_built() -> None:
+    # setup.py builds them optionally (no compiler: the regular expressions); here they must be there
+    assert scan is not None
+
+
+def _alphabet() -> list[str]:
+    """Characters of every kind the scans tell apart, and their neighbours."""
+    picks = [chr(c) for c in range(0, 0x250)] + list("-_./:@#+ \t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000")
+    picks += list("²³¹½¼٣۴߁०১௫๓᠑０９ⅷ〇一二三年黑豹队ひらカタ가나・゠゛")  # digits and numbers of other scripts, CJK
+    picks += list("éèêßæøåñçÉÈÊÑÇÖÄÜöäüẞǅǈΣσςДдאب")
+    return picks
+
+
+def _random_texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    alpha = _alphabet()
+    words = ["HTTP", "504", "HEL-4040", "max_connections", "v2.38.5", "BWV 1033", "DNA", "the", "de", "und", "el"]
+    words += ["l'homme", "2015年黑豹队", "IL-6", "p53", "CO2", "a--b", "x_", "_y", "foo.", ".bar", "3eme", "NASA  2020"]
+    out = []
+    for _ in range(n):
+        parts = []
+        for _ in range(rng.randint(0, 40)):
+            if rng.random() < 0.4:
+                parts.append(rng.choice(words))
+            else:
+                parts.append("".join(rng.choice(alpha) for _ in range(rng.randint(1, 6))))
+            parts.append(rng.choice([" ", "", "  ", "\n", "-", ". ", "\u3000"]))
+        out.append("".join(parts))
+    return out
+
+
+def _regex_joins(folded: str) -> list[int]:
+    """The join candidates by the rule of tokenize._joined: an all-letter piece (>= 2) with only
+    whitespace before a piece of >= 2 digits."""
+    ms = list(T._PIECE.finditer(folded))
+    return [
+        i
+        for i in range(len(ms) - 1)
+        if len(ms[i].group()) >= 2
+        and T._ALPHA.match(ms[i].group())
+        and len(ms[i + 1].group()) >= 2
+        and T._DIGITS.match(ms[i + 1].group())
+        and not folded[ms[i].end() : ms[i + 1].start()].strip()
+    ]
+
+
+def test_every_code_point_is_classed_as_the_regular_expressions_class_it() -> None:
+    assert scan is not None
+    # each code point alone, and between two ASCII letters (how it ends or joins a piece)
+    for c in range(sys.maxunicode + 1):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        ch = chr(c)
+        for s in (ch, f"ab{ch}cd", f"{ch}{ch}", f"ab{ch}12"):
+            pieces, joins = scan.pieces(s)
+            assert pieces == T._PIECE.findall(s), (hex(c), s)
+            assert joins == _regex_joins(s), (hex(c), s)
+        cjk, n_words, _ = scan.lang_counts(ch + ch, {}, 0, 0)
+        assert n_words == len(T._LETTERS.findall(ch + ch)), hex(c)
+        assert cjk == sum(len(m) for m in T._CJK_RUN.findall(ch + ch)), hex(c)
+
+
+def test_pieces_and_joins_match_the_regular_expressions_on_random_text() -> None:
+    assert scan is not None
+    for text in _random_texts(3000, seed=1):
+        folded = T.fold(text)
+        pieces, joins = scan.pieces(folded)
+        assert pieces == T._PIECE.findall(folded), text
+        assert joins == _regex_joins(folded), text
+
+
+def test_language_counts_match_the_python_loop() -> None:
+    assert scan is not None
+    texts = _random_texts(2000, seed=2) + [
+        "the cat and the dog",
+        "le chat et le chien de la maison",
+        "der Hund und die Katze",
+        "el perro y el gato de la casa",
+        "我们去年五月去了北京",
+        "",
+        "1234 5678",
+    ]
+    for text in texts:
+        folded = T.fold(text[:4000])
+        assert T.detect_language(text) == _python_detect(folded), text
+
+
+def _python_detect(folded: str) -> str | None:
+    found = T._lang_counts(folded)
+    if found is None or isinstance(found, str):
+        return found
+    if not found:
+        return None
+    (best, n), *rest = found.most_common(2) + [("", 0)]
+    return best if n > rest[0][1] else None
+
+
+def test_term_ids_match_the_python_loop() -> None:
+    assert scan is not None
+    texts = [" ".join(T.tokenize(t)) for t in _random_texts(500, seed=3)] + ["", "  a  b\ta\n", "\u3000x\x1cy"]
+    vocab_c: dict[str, int] = {"pre": 0}
+    vocab_py: dict[str, int] = {"pre": 0}
+    ids, lengths = scan.term_ids(texts, vocab_c)
+    want: list[int] = []
+    for t in texts:
+        want.extend(vocab_py.setdefault(tok, len(vocab_py)) for tok in t.split())
+    assert list(memoryview(ids).cast("q")) == want
+    assert lengths == [len(t.split()) for t in texts]
+    assert vocab_c == vocab_py
+    with pytest.raises(TypeError, match="str"):
+        scan.term_ids(["a", 3], {})
+
+
+def test_the_bulk_load_is_the_same_index_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [(i, " ".join(T.tokenize(t))) for i, t in enumerate(_random_texts(400, seed=4), 1)]
+    fast = sparse.SparseIndex()
+    fast.load(1, rows)
+    monkeypatch.setattr(sparse, "_scan", None)
+    slow = sparse.SparseIndex()
+    slow.load(1, rows)
+    assert {t: (list(p), list(f)) for t, (p, f) in fast._post.items()} == {
+        t: (list(p), list(f)) for t, (p, f) in slow._post.items()
+    }
+    assert list(fast._dl) == list(slow._dl) and list(fast._rowids) == list(slow._rowids)
+
+
+@pytest.mark.parametrize("name", ["scifact", "piaf-fr", "xquad-zh", "xquad-de", "hotpotqa-hipporag-train100"])
+def test_real_corpora_tokenize_the_same_either_way(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmem.eval.datasets import load_dataset
+
+    root = DATA / "beir" / name
+    if not root.is_dir():
+        pytest.skip(f"{root} not present")
+    ds = load_dataset(str(root))
+    texts = [d["text"] for d in ds.docs][:3000] + list(ds.queries.values())[:300]
+    fast = [(T.detect_language(t), T.tokenize(t)) for t in texts]
+    monkeypatch.setattr(T, "_scan", None)
+    T._PIECES.clear()
+    slow = [(T.detect_language(t), T.tokenize(t)) for t in texts]
+    for t, a, b in zip(texts, fast, slow):
+        assert a == b, t[:200]
+
+
+def test_tokens_are_the_pieces_tokens_with_the_same_join_candidates() -> None:
+    assert scan is not None
+    cache = T._Pieces("en")
+    for text in _random_texts(2000, seed=5):
+        folded = T.fold(text)
+        pieces, joins = scan.pieces(folded)
+        toks, cands = scan.tokens(folded, cache)
+        assert toks == [t for p in pieces for t in cache[p]], text
+        starts = [sum(len(cache[p]) for p in pieces[: i + 1]) for i in joins]
+        assert cands == [(at, pieces[i], pieces[i + 1]) for at, i in zip(starts, joins)], text
+    with pytest.raises(TypeError, match="tuples"):
+        scan.tokens("a b", {"a": ["a"]})
