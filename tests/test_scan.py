@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import random
 import sys
-from pathlib import Path
 
 import pytest
 
+from corpora import BEIR_SETS, beir_set
 from hybridmem.retrieve import sparse
 from hybridmem.text import tokenize as T
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 scan = T._scan
 
 
@@ -49,6 +48,21 @@ def _random_texts(n: int, seed: int) -> list[str]:
     return out
 
 
+class _Identity(dict[str, tuple[str, ...]]):
+    """A piece cache whose tokens are the piece itself: tokens() then gives the pieces."""
+
+    def __missing__(self, piece: str) -> tuple[str, ...]:
+        return (piece,)
+
+
+def _pieces(folded: str) -> tuple[list[str], list[int]]:
+    """The pieces tokens() finds and the indices of the pieces its join candidates start at."""
+    assert scan is not None
+    pieces, joins = scan.tokens(folded, _Identity())
+    assert all(pieces[at] == number and pieces[at - 1] == word for at, word, number in joins)
+    return pieces, [at - 1 for at, _, _ in joins]
+
+
 def _regex_joins(folded: str) -> list[int]:
     """The join candidates by the rule of tokenize._joined: an all-letter piece (>= 2) with only
     whitespace before a piece of >= 2 digits."""
@@ -72,7 +86,7 @@ def test_every_code_point_is_classed_as_the_regular_expressions_class_it() -> No
             continue
         ch = chr(c)
         for s in (ch, f"ab{ch}cd", f"{ch}{ch}", f"ab{ch}12"):
-            pieces, joins = scan.pieces(s)
+            pieces, joins = _pieces(s)
             assert pieces == T._PIECE.findall(s), (hex(c), s)
             assert joins == _regex_joins(s), (hex(c), s)
         cjk, n_words, _ = scan.lang_counts(ch + ch, {}, 0, 0)
@@ -84,7 +98,7 @@ def test_pieces_and_joins_match_the_regular_expressions_on_random_text() -> None
     assert scan is not None
     for text in _random_texts(3000, seed=1):
         folded = T.fold(text)
-        pieces, joins = scan.pieces(folded)
+        pieces, joins = _pieces(folded)
         assert pieces == T._PIECE.findall(folded), text
         assert joins == _regex_joins(folded), text
 
@@ -144,14 +158,9 @@ def test_the_bulk_load_is_the_same_index_either_way(monkeypatch: pytest.MonkeyPa
     assert list(fast._dl) == list(slow._dl) and list(fast._rowids) == list(slow._rowids)
 
 
-@pytest.mark.parametrize("name", ["scifact", "piaf-fr", "xquad-zh", "xquad-de", "hotpotqa-hipporag-train100"])
+@pytest.mark.parametrize("name", BEIR_SETS)
 def test_real_corpora_tokenize_the_same_either_way(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hybridmem.eval.datasets import load_dataset
-
-    root = DATA / "beir" / name
-    if not root.is_dir():
-        pytest.skip(f"{root} not present")
-    ds = load_dataset(str(root))
+    ds = beir_set(name)
     texts = [d["text"] for d in ds.docs][:3000] + list(ds.queries.values())[:300]
     fast = [(T.detect_language(t), T.tokenize(t)) for t in texts]
     monkeypatch.setattr(T, "_scan", None)
@@ -166,7 +175,7 @@ def test_tokens_are_the_pieces_tokens_with_the_same_join_candidates() -> None:
     cache = T._Pieces("en")
     for text in _random_texts(2000, seed=5):
         folded = T.fold(text)
-        pieces, joins = scan.pieces(folded)
+        pieces, joins = T._PIECE.findall(folded), _regex_joins(folded)
         toks, cands = scan.tokens(folded, cache)
         assert toks == [t for p in pieces for t in cache[p]], text
         starts = [sum(len(cache[p]) for p in pieces[: i + 1]) for i in joins]

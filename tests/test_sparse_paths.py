@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import random
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from corpora import BEIR_SETS, beir_set
 from hybridmem.retrieve import sparse
 from hybridmem.retrieve.rwlock import RWLock
 from hybridmem.retrieve.sparse import SparseIndex
 from test_sparse import brute  # BM25 by brute force, in float64
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 class Counting:
@@ -143,15 +141,11 @@ def test_adversarial_corpora() -> None:
     assert len({s for _, s in same}) == 1
 
 
-@pytest.mark.parametrize("name", ["scifact", "piaf-fr", "xquad-zh", "xquad-de", "hotpotqa-hipporag-train100"])
+@pytest.mark.parametrize("name", BEIR_SETS)
 def test_real_corpora_both_paths_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hybridmem.eval.datasets import load_dataset
     from hybridmem.text.tokenize import detect_language, index_tokens, query_tokens
 
-    root = DATA / "beir" / name
-    if not root.is_dir():
-        pytest.skip(f"{root} not present")
-    ds = load_dataset(str(root))
+    ds = beir_set(name)
     idx = SparseIndex()
     idx.load(1, [(i, " ".join(index_tokens(d["text"], detect_language(d["text"])))) for i, d in enumerate(ds.docs, 1)])
     seen = Counting(idx)

@@ -7,8 +7,8 @@
  *   WCHAR   [^\W_{CJK}]   a word character that is neither '_' nor CJK
  *   LETTER  [^\W\d_]      a word character that is neither a digit nor '_' (CJK included)
  *
- * pieces(folded)    == tokenize._PIECE.findall(folded), plus the acronym-number join candidates
- * tokens(folded, c) == each piece's tokens from the piece cache c, with the same join candidates
+ * tokens(folded, c) == the tokens of the pieces tokenize._PIECE.findall(folded) finds, each from
+ *                      the piece cache c, and where an acronym may join the number after it
  * lang_counts(...)  == the counting loop of tokenize.detect_language
  * term_ids(...)     == the term-id loop of sparse.SparseIndex._bulk_add
  * tests/test_scan.py compares each with its Python twin, over every code point and random text.
@@ -110,44 +110,12 @@ static int blank(const Text *t, Py_ssize_t a, Py_ssize_t b) {
     return 1;
 }
 
-static const char pieces_doc[] =
-    "pieces(folded, /) -> (pieces, joins)\n\n"
-    "The words and identifiers of folded text (tokenize._PIECE.findall), and the indices i where\n"
-    "pieces[i] is all letters (len >= 2), pieces[i + 1] all digits (len >= 2) and only whitespace\n"
-    "lies between them: where an acronym may join the number after it.";
-
-static PyObject *pieces(PyObject *self, PyObject *args) {
-    PyObject *text;
-    if (!PyArg_ParseTuple(args, "U:pieces", &text)) return NULL;
-    Text t = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
-    PyObject *out = PyList_New(0), *joins = PyList_New(0);
-    if (!out || !joins) goto fail;
-    Py_ssize_t at = 0, i, j, prev_end = -1;
-    int alpha, digits, prev_alpha = 0; /* the previous piece: letters only, at least 2 */
-    while (next_piece(&t, &at, &i, &j, &alpha, &digits)) {
-        if (digits && j - i >= 2 && prev_alpha && blank(&t, prev_end, i)) {
-            PyObject *ix = PyLong_FromSsize_t(PyList_GET_SIZE(out) - 1);
-            if (!ix || PyList_Append(joins, ix) < 0) { Py_XDECREF(ix); goto fail; }
-            Py_DECREF(ix);
-        }
-        PyObject *piece = PyUnicode_Substring(text, i, j);
-        if (!piece || PyList_Append(out, piece) < 0) { Py_XDECREF(piece); goto fail; }
-        Py_DECREF(piece);
-        prev_alpha = alpha && j - i >= 2;
-        prev_end = j;
-    }
-    return Py_BuildValue("(NN)", out, joins);
-fail:
-    Py_XDECREF(out);
-    Py_XDECREF(joins);
-    return NULL;
-}
-
 static const char tokens_doc[] =
     "tokens(folded, cache, /) -> (tokens, joins)\n\n"
-    "The tokens of the pieces of folded text, each piece's from cache[piece] (a tuple of str; a\n"
-    "dict, whose __missing__ makes it), and the join candidates of pieces() as (position in\n"
-    "tokens of the number's first token, the letters piece, the number piece).";
+    "The tokens of the pieces of folded text (tokenize._PIECE.findall), each piece's from\n"
+    "cache[piece] (a tuple of str; a dict, whose __missing__ makes it), and the places where an\n"
+    "all-letter piece (len >= 2) has only whitespace before an all-digit one (len >= 2): (position\n"
+    "in tokens of the number's first token, the letters piece, the number piece).";
 
 static PyObject *tokens(PyObject *self, PyObject *args) {
     PyObject *text, *cache;
@@ -323,7 +291,6 @@ fail:
 }
 
 static PyMethodDef methods[] = {
-    {"pieces", pieces, METH_VARARGS, pieces_doc},
     {"tokens", tokens, METH_VARARGS, tokens_doc},
     {"lang_counts", lang_counts, METH_VARARGS, lang_doc},
     {"term_ids", term_ids, METH_VARARGS, ids_doc},

@@ -1,6 +1,5 @@
 """The tokenizer's compiled character scans (_scan.c)."""
 
-def pieces(folded: str, /) -> tuple[list[str], list[int]]: ...
 def tokens(folded: str, cache: dict[str, tuple[str, ...]], /) -> tuple[list[str], list[tuple[int, str, str]]]: ...
 def lang_counts(
     folded: str, table: dict[str, int], maxlen: int, nlangs: int, /
