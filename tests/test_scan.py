@@ -103,7 +103,7 @@ def test_pieces_and_joins_match_the_regular_expressions_on_random_text() -> None
         assert joins == _regex_joins(folded), text
 
 
-def test_language_counts_match_the_python_loop() -> None:
+def test_language_counts_match_the_python_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     assert scan is not None
     texts = _random_texts(2000, seed=2) + [
         "the cat and the dog",
@@ -116,17 +116,17 @@ def test_language_counts_match_the_python_loop() -> None:
     ]
     for text in texts:
         folded = T.fold(text[:4000])
-        assert T.detect_language(text) == _python_detect(folded), text
-
-
-def _python_detect(folded: str) -> str | None:
-    found = T._lang_counts(folded)
-    if found is None or isinstance(found, str):
-        return found
-    if not found:
-        return None
-    (best, n), *rest = found.most_common(2) + [("", 0)]
-    return best if n > rest[0][1] else None
+        cjk, n_words, per_lang = scan.lang_counts(folded, T._LANG_BITS, T._LANG_MAXLEN, len(T._LANG_ORDER))
+        want = T._lang_counts(folded)
+        assert (cjk, n_words, {lang: n for lang, n in zip(T._LANG_ORDER, per_lang) if n}) == (
+            want[0],
+            want[1],
+            dict(want[2]),
+        ), text
+    fast = [T.detect_language(t) for t in texts]
+    monkeypatch.setattr(T, "_scan", None)
+    assert [T.detect_language(t) for t in texts] == fast
+    assert {"en", "fr", "de", "es", "zh"} <= set(fast)
 
 
 def test_term_ids_match_the_python_loop() -> None:

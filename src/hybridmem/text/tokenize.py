@@ -88,30 +88,22 @@ def detect_language(text: str) -> str | None:
     folded = fold(text[:4000])
     if _scan is not None:
         cjk, n_words, per_lang = _scan.lang_counts(folded, _LANG_BITS, _LANG_MAXLEN, len(_LANG_ORDER))
-        if cjk and cjk >= n_words:
-            return "zh"
-        if not n_words:
-            return None
         counts = Counter({lang: n for lang, n in zip(_LANG_ORDER, per_lang) if n})
     else:
-        found = _lang_counts(folded)
-        if found is None or isinstance(found, str):
-            return found
-        counts = found
-    if not counts:
+        cjk, n_words, counts = _lang_counts(folded)
+    if cjk and cjk >= n_words:
+        return "zh"
+    if not n_words or not counts:
         return None
     (best, n), *rest = counts.most_common(2) + [("", 0)]
     return best if n > rest[0][1] else None
 
 
-def _lang_counts(folded: str) -> Counter[str] | str | None:
-    """detect_language's counts without the compiled scan: "zh" or None when they are the answer."""
+def _lang_counts(folded: str) -> tuple[int, int, Counter[str]]:
+    """What ``_scan.lang_counts`` gives, without it: the CJK characters, the words, and per
+    language the words (of two letters or more) that are its stopwords."""
     cjk = 0 if folded.isascii() else sum(len(m) for m in _CJK_RUN.findall(folded))
     words = _LETTERS.findall(folded)
-    if cjk and cjk >= len(words):
-        return "zh"
-    if not words:
-        return None
     counts: Counter[str] = Counter()
     for w, n in Counter(words).items():  # each distinct word once, weighted by its count
         if (
@@ -121,7 +113,7 @@ def _lang_counts(folded: str) -> Counter[str] | str | None:
         for lang, stops in BY_LANG.items():
             if w in stops:
                 counts[lang] += n
-    return counts
+    return cjk, len(words), counts
 
 
 #: for the compiled scan: each stopword (of >= 2 characters) -> the bit mask of the languages it is one in
