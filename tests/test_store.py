@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 import time
 
 import numpy as np
@@ -459,6 +460,49 @@ def test_background_worker_embeds(target):
         st = m.stats()
         assert st.pending_vectors == 0 and st.vectors == 20
         assert m.worker_error is None
+
+
+def test_two_embedders_of_one_queue_share_it_and_return_once_every_vector_is_applied(tmp_path) -> None:
+    """The background worker and a caller's ``embed_pending`` drain one queue: the caller skips the
+    rows of the worker's batch in flight (no chunk embedded twice) and, finding nothing else queued,
+    returns only once that batch is stored and applied — the worker's commit empties the queue
+    before it is applied, and a caller that returned then saw a graph missing its vectors (CI)."""
+    with Memory(tmp_path / "w.db", embedder="hash", auto_embed=False) as mem:
+        mem.add_documents([{"id": f"n{i}", "text": f"note {i} about queue sharing"} for i in range(5)])
+        worker, model = mem.worker, mem.embedders.worker_model
+        embedded: list[str] = []
+        embed, store = model.embed_documents, worker._store_vectors
+        in_store, release, stored = threading.Event(), threading.Event(), threading.Event()
+
+        def embed_documents(texts):
+            embedded.extend(texts)
+            return embed(texts)
+
+        def store_vectors(items):
+            if threading.current_thread().name == "bg":
+                in_store.set()
+                assert release.wait(30)
+                store(items)
+                stored.set()
+            else:
+                store(items)
+
+        model.embed_documents, worker._store_vectors = embed_documents, store_vectors
+        bg = threading.Thread(target=worker.embed_pending, kwargs={"batch_size": 3}, name="bg")
+        bg.start()
+        assert in_store.wait(30)  # the worker's 3 rows are out of the queue's reach until it stores them
+        returned: list[tuple[int, bool]] = []
+        fg = threading.Thread(target=lambda: returned.append((worker.embed_pending(batch_size=3), stored.is_set())))
+        fg.start()
+        fg.join(0.5)
+        assert fg.is_alive()  # it embedded the other 2 and waits for the worker's batch
+        release.set()
+        fg.join(30)
+        bg.join(30)
+        assert returned == [(2, True)]  # when it returned, the worker's batch was stored
+        assert sorted(embedded) == sorted(f"note {i} about queue sharing" for i in range(5))
+        hits = mem.search("note 1 about queue sharing", mode="vector", top_k=5).results
+        assert len(hits) == 5 and hits[0].doc_id == "n1"
 
 
 # ---------------------------------------------------------------- response shape

@@ -125,6 +125,11 @@ class EmbeddingWorker:
         self._batches: deque[tuple[float, int, float]] = deque(maxlen=4096)
         self.stored_total = 0
         self.busy_since: float | None = None  # a batch is being embedded since then
+        #: batches taken from the queue and not yet stored, in any thread: another caller skips their
+        #: rows and, finding nothing else queued, waits for them, so that when it returns every vector
+        #: is stored and applied
+        self._taken: set[int] = set()  # chunk rowids of those batches
+        self._settled = threading.Condition()
 
     @property
     def running(self) -> bool:
@@ -165,9 +170,19 @@ class EmbeddingWorker:
         while limit is None or done < limit:
             if stop is not None and stop.is_set():
                 break
-            rows = self._pending(batch_size if limit is None else min(batch_size, limit - done))
-            if not rows:
-                break
+            with self._settled:
+                n = batch_size if limit is None else min(batch_size, limit - done)
+                queued = self._pending(n + len(self._taken))
+                rows = [r for r in queued if r[0] not in self._taken][:n]
+                if not rows:
+                    # the rows left are another thread's batch (or it has just stored the last ones:
+                    # its commit empties the queue before it is applied to this process's indexes):
+                    # wait for it rather than embed them twice or return before they are searchable
+                    self._settled.wait_for(lambda: not self._taken)
+                    if queued:
+                        continue
+                    break
+                self._taken.update(r[0] for r in rows)
             t0 = time.monotonic()
             self.busy_since = t0
             try:
@@ -177,6 +192,9 @@ class EmbeddingWorker:
                 self._store_vectors([(r[0], r[3], v) for r, v in zip(rows, vecs)])
             finally:
                 self.busy_since = None
+                with self._settled:
+                    self._taken.difference_update(r[0] for r in rows)
+                    self._settled.notify_all()
             now = time.monotonic()
             self._batches.append((now, len(rows), now - t0))
             self.stored_total += len(rows)
