@@ -434,6 +434,7 @@ def bm25_match_share(mem: Memory, queries: list[str]) -> dict:
     from hybridmem.text.tokenize import query_tokens
 
     fts = _fts(mem.store.namespace_id(NS))
+    mem.store.bm25(NS, ["a"], None, 1)  # FTS5 indexes the tokens on this thread (the reference scorer)
     total = mem.store.counts(NS)["chunks"]
     counts, ntoks = [], []
     for q in queries:

@@ -25,6 +25,7 @@ from hybridmem.retrieve.legs import ProcessBM25Legs
 from hybridmem.retrieve.sparse import SparseIndex
 from hybridmem.store import changelog_sql
 from hybridmem.text.tokenize import query_tokens
+from old_layouts import tokens_back_to_fts
 
 NS = "default"
 _R = random.Random(7)
@@ -285,6 +286,7 @@ def test_a_store_from_before_the_log_migrates_and_logs_from_then_on(tmp_path: Pa
     with _open(db) as m:
         m.add_documents(_docs(random.Random(10), 20))
     with sqlite3.connect(db) as c:  # schema 5: no change logs
+        tokens_back_to_fts(c)
         c.execute("DROP TABLE chunk_log")
         c.execute("DROP TABLE vec_log")
         c.execute("PRAGMA user_version=5")

@@ -82,13 +82,13 @@ def check_legs_consistent(mem: Memory) -> dict[str, int]:
         return {"chunks": 0, "vectors": 0, "queued": 0}
     ns = ns[0]
     chunks = _rowids(db, "SELECT id FROM chunks WHERE ns_id=?", ns)
-    fts = _rowids(db, f"SELECT rowid FROM fts_{ns}")
+    fts = _rowids(db, f"SELECT rowid FROM tokens_{ns}")
     vectors = _rowids(db, "SELECT chunk_rowid FROM vectors")
     queued = _rowids(db, "SELECT chunk_rowid FROM embed_queue")
     assert fts == chunks, (
         f"BM25 rows without chunk: {sorted(fts - chunks)[:10]}; chunks without BM25 tokens: {sorted(chunks - fts)[:10]}"
     )
-    empty = _rowids(db, f"SELECT rowid FROM fts_{ns} WHERE length(trim(tokens)) = 0")
+    empty = _rowids(db, f"SELECT rowid FROM tokens_{ns} WHERE length(trim(tokens)) = 0")
     assert not empty, f"chunks with no BM25 tokens: {sorted(empty)[:10]}"
     assert vectors <= chunks, f"vectors of deleted chunks: {sorted(vectors - chunks)[:10]}"
     assert queued <= chunks, f"queue entries of deleted chunks: {sorted(queued - chunks)[:10]}"
@@ -217,14 +217,16 @@ def test_replay_of_a_log_with_an_interrupted_write(tmp_path: Path) -> None:
 def test_worker_race_with_rowid_reuse_keeps_every_chunk_embeddable(tmp_path: Path) -> None:
     """The embedding worker reads the queue, then an agent updates (or deletes and re-adds) the
     document written last before the worker stores its vectors. SQLite re-uses the highest rowid
-    after a delete, so the new chunk gets the old chunk's rowid; ``store_vectors`` then sees a
+    after a delete (an update's new rows take fresh ones, a delete then a new write re-uses it), so
+    the new chunk gets the old chunk's rowid; ``store_vectors`` then sees a
     text_hash mismatch and skips the vector — but it has already deleted the queue entry, which now
     belongs to the new chunk. The chunk is in the BM25 leg and never in the dense leg."""
     with Memory(tmp_path / "race.db", embedder="hash", auto_embed=False) as mem:
         mem.add("an older note about connection pools", id="old")
         mem.add("first version of the note: alpha", id="x")
         rows = mem.store.pending(16)  # what embed_pending (the worker) does first...
-        mem.update("x", "second version of the note: beta", keep_history=False)  # ...an update lands meanwhile...
+        mem.delete(["x"])  # ...the agent deletes the note and writes it again meanwhile...
+        mem.add("second version of the note: beta", id="x")
         (new_rowid,) = [r for r, d in mem.store.reader.execute("SELECT id, doc_id FROM chunks") if d == "x"]
         assert new_rowid in {r[0] for r in rows}  # the rowid was re-used
         emb = mem.embedders.worker_model

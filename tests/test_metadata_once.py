@@ -10,6 +10,7 @@ from pathlib import Path
 import psycopg
 
 from hybridmem import Memory, config
+from old_layouts import tokens_back_to_fts
 
 BIG = {f"k{i}": "v" * 700 for i in range(20)}  # ~14 KiB of metadata, under the per-document limit
 
@@ -43,7 +44,9 @@ def test_many_chunks_cost_the_metadata_once(tmp_path: Path) -> None:
 
 def _drop_history_columns(db, sqlite: bool) -> None:
     """Back to the layout before time and versions (SQLite schema 5, PostgreSQL schema 3) and the
-    change logs (SQLite schemas 6-7, PostgreSQL schemas 4-5)."""
+    change logs (SQLite schemas 6-7, PostgreSQL schemas 4-5), and SQLite's tokens in FTS5 (schema 8)."""
+    if sqlite:
+        tokens_back_to_fts(db)
     db.execute("DROP TABLE chunk_log")
     db.execute("DROP TABLE vec_log")
     indexes = ["documents_by_time", "documents_by_head", "documents_by_key", "documents_retired"]

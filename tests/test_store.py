@@ -709,6 +709,43 @@ def test_slow_leg_times_out(tmp_path):
         assert resp.legs["dense"].status == "timeout" and ids(resp) == ["t"]
 
 
+def test_a_schema_7_store_moves_its_tokens_out_of_fts5_and_ranks_the_same(tmp_path):
+    """SQLite schema 8 keeps each namespace's BM25 tokens in a plain table (FTS5 indexed them on
+    every write); a store written before keeps every token stream and ranking, and the FTS5
+    reference scorer is built from the moved tokens, again after a write."""
+    from hybridmem.store import sqlite as sq
+    from hybridmem.text.tokenize import query_tokens
+    from old_layouts import tokens_back_to_fts
+
+    path = tmp_path / "old.db"
+    texts = [f"HTTP {500 + i % 7} on the billing pool, worker {i} restarted after the timeout" for i in range(30)]
+    with Memory(path, embedder="hash", auto_embed=False) as m:
+        for ns in ("a", "b"):
+            m.add_documents(
+                [{"id": f"{ns}{i}", "text": t} for i, t in enumerate(texts[: 20 if ns == "a" else 30])], namespace=ns
+            )
+        tokens = {ns: m.store.load_tokens(ns)[1] for ns in ("a", "b")}
+        ranked = {ns: ids(m.search("HTTP 503 timeout", mode="bm25", namespace=ns)) for ns in ("a", "b")}
+    db = sqlite3.connect(path, isolation_level=None)
+    tokens_back_to_fts(db)
+    db.execute("PRAGMA user_version=7")
+    db.close()
+    with Memory(path, embedder="hash", auto_embed=False) as m:
+        assert m.stats().schema_version == sq.SCHEMA_VERSION == 8
+        tables = {r[0] for r in m.store.reader.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert not {t for t in tables if t.startswith("fts_")} and {"tokens_1", "tokens_2"} <= tables
+        for ns in ("a", "b"):
+            assert m.store.load_tokens(ns)[1] == tokens[ns] and len(tokens[ns]) == (20 if ns == "a" else 30)
+            assert ids(m.search("HTTP 503 timeout", mode="bm25", namespace=ns)) == ranked[ns]
+            ref = m.store.bm25(ns, query_tokens("HTTP 503 timeout"), None, 10)
+            rows = m.store.fetch([r for r, _ in ref])
+            top = {rows[r].doc_id for r, _ in ref[:3]}  # the three that say 503 (tied), then the others
+            assert top == set(ranked[ns][:3]) == {f"{ns}3", f"{ns}10", f"{ns}17"}
+        m.add("HTTP 503 HTTP 503 timeout timeout", id="a-new", namespace="a")  # the reference follows writes
+        ref = m.store.bm25("a", query_tokens("HTTP 503 timeout"), None, 1)
+        assert m.store.fetch([ref[0][0]])[ref[0][0]].doc_id == "a-new"
+
+
 def test_in_memory_bm25_equals_fts5_through_writes(mem):
     """The in-memory BM25 index gives FTS5's bm25() scores and order, and follows adds, updates and
     deletes made through the memory (incremental apply) and by another handle (reload)."""

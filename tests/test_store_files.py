@@ -131,7 +131,7 @@ def test_check_lists_every_problem(store: Path) -> None:
     db = sqlite3.connect(store)
     ns = db.execute("SELECT id FROM namespaces WHERE name='default'").fetchone()[0]
     rowid = db.execute("SELECT id FROM chunks WHERE chunk_id='d1_p1'").fetchone()[0]
-    db.execute(f"DELETE FROM fts_{ns} WHERE rowid=?", (rowid,))  # a chunk BM25 cannot find
+    db.execute(f"DELETE FROM tokens_{ns} WHERE rowid=?", (rowid,))  # a chunk BM25 cannot find
     db.execute("INSERT INTO vectors VALUES (999999, x'00')")  # a vector of no chunk, of the wrong size
     db.execute("INSERT INTO embed_queue VALUES (999998, '2024-01-01')")  # queued, no chunk
     db.execute("DELETE FROM documents WHERE doc_id='d2'")  # a chunk without its document

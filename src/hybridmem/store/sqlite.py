@@ -150,8 +150,18 @@ def _m7(db: sqlite3.Connection) -> None:
     db.execute(changelog_sql.table_sql("BLOB", "vec_log") + " WITHOUT ROWID")
 
 
+def _m8(db: sqlite3.Connection) -> None:
+    # each namespace's BM25 token streams in a plain table (tokens_{ns}): the FTS5 table that held
+    # them was indexed on every write (its inverted index was 45 % of a bulk ingest's SQL time) and
+    # read only as a reference scorer, which now builds it on demand (``SQLiteStore.bm25``)
+    for (ns,) in db.execute("SELECT id FROM namespaces").fetchall():
+        db.execute(_TOKENS_TABLE.format(table=_tokens(ns)))
+        db.execute(f"INSERT INTO {_tokens(ns)} (rowid, tokens) SELECT rowid, tokens FROM fts_{int(ns)}")
+        db.execute(f"DROP TABLE fts_{int(ns)}")
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6, _m7]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
@@ -171,7 +181,20 @@ def _visible(as_of: float | None, mark: str = "?") -> tuple[str, list[float]]:
     return f"d.recorded_at <= {mark} AND (d.valid_to IS NULL OR d.valid_to > {mark})", [as_of, as_of]
 
 
+#: ``json.dumps(metadata, ensure_ascii=False, allow_nan=False)`` with its encoder made once
+_META_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+
+def _tokens(ns_id: int) -> str:
+    """A namespace's BM25 token streams: (rowid of the chunk, its space-joined tokens)."""
+    return f"tokens_{int(ns_id)}"
+
+
+_TOKENS_TABLE = "CREATE TABLE {table} (rowid INTEGER PRIMARY KEY, tokens TEXT NOT NULL)"
+
+
 def _fts(ns_id: int) -> str:
+    """The FTS5 reference index of a namespace's tokens (in a read connection's temp schema)."""
     return f"fts_{int(ns_id)}"
 
 
@@ -190,6 +213,43 @@ class _Changes:
     removed_chunks: list[int] = field(default_factory=list)
     retired: list[int] = field(default_factory=list)
     keys: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Rows:
+    """The rows a write inserts, written table by table with one ``executemany`` each (per-row
+    statements were most of a bulk ingest's SQL time). Chunk rowids are given here, as SQLite would
+    (the largest + 1), so that the tokens, vectors and queue rows can name them before the insert."""
+
+    next_id: int
+    documents: list[tuple[Any, ...]] = field(default_factory=list)
+    chunks: list[tuple[Any, ...]] = field(default_factory=list)
+    tokens: list[tuple[int, str]] = field(default_factory=list)
+    vectors: list[tuple[int, bytes]] = field(default_factory=list)
+    queue: list[tuple[int, str]] = field(default_factory=list)
+
+    def flush(self, db: sqlite3.Connection, tokens: str) -> None:
+        if self.documents:
+            db.executemany(
+                "INSERT INTO documents (ns_id, doc_id, source, metadata, content_hash, n_chunks, created_at, "
+                "updated_at, occurred_at, recorded_at, version, mem_key, change_reason) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                self.documents,
+            )
+        if self.chunks:
+            db.executemany(
+                "INSERT INTO chunks (id, ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
+                " created_at, updated_at, context) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                self.chunks,
+            )
+        if self.tokens:
+            db.executemany(f"INSERT INTO {tokens} (rowid, tokens) VALUES (?, ?)", self.tokens)
+        if self.vectors:
+            db.executemany("INSERT INTO vectors VALUES (?, ?)", self.vectors)
+        if self.queue:
+            db.executemany("INSERT INTO embed_queue VALUES (?, ?)", self.queue)
+        for rows in (self.documents, self.chunks, self.tokens, self.vectors, self.queue):
+            rows.clear()
 
 
 class SQLiteStore(changelog_sql.ChangeLogReads):
@@ -432,7 +492,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             cur = db.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?)", (name, _now()))
             assert cur.lastrowid is not None  # set by the INSERT
             ns_id = int(cur.lastrowid)
-            db.execute(f'CREATE VIRTUAL TABLE {_fts(ns_id)} USING fts5(tokens, tokenize="{_FTS_TOKENIZE}")')
+            db.execute(_TOKENS_TABLE.format(table=_tokens(ns_id)))
             return ns_id  # cached only after commit (see write_documents)
         self._ns_cache[name] = int(row[0])
         return int(row[0])
@@ -476,18 +536,22 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                     ns = self.namespace_id(namespace, db, create=True)
                     assert ns is not None
                     acc = _Changes()
-                    existing: dict[str, tuple[str, str]] = {}
-                    for d in docs:
-                        row = db.execute(
-                            "SELECT content_hash, created_at FROM documents WHERE ns_id=? AND doc_id=?",
-                            (ns, d.doc_id),
-                        ).fetchone()
-                        if row:
-                            existing[d.doc_id] = (row[0], row[1])
+                    existing = self._existing(db, ns, [d.doc_id for d in docs])
                     plan = plan_writes(docs, existing, now, res)
                     replaced = set(plan.replaced)
+                    # a new id continues the numbering of its retired versions; no write of this
+                    # batch can retire a version of an id the store did not hold when it began
+                    versions = history_sql.last_retired(
+                        db, ns, [d.doc_id for d, _ in plan.writes if d.doc_id not in replaced]
+                    )
+                    rows = _Rows(self._next_rowid(db))
                     for d, created in plan.writes:
-                        self._write_one(db, ns, d, created, d.doc_id in replaced, (now, at), res, acc)
+                        replacing = d.doc_id in replaced
+                        if replacing or d.mem_key:  # reads what the batch wrote so far: write it first
+                            rows.flush(db, _tokens(ns))
+                        version = versions.get(d.doc_id, 0) + 1
+                        self._write_one(db, ns, d, created, replacing, version, (now, at), res, acc, rows)
+                    rows.flush(db, _tokens(ns))
                     db.executemany(
                         "INSERT OR IGNORE INTO metadata_keys VALUES (?, ?)", [(ns, k) for k in sorted(acc.keys)]
                     )
@@ -520,16 +584,17 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         d: PreparedDocument,
         created: str,
         replacing: bool,
+        version: int,
         when: tuple[str, float],
         res: WriteResult,
         acc: "_Changes",
+        rows: "_Rows",
     ) -> None:
         """One document's rows, in the caller's transaction: the version it replaces dropped or
-        retired, the memory holding its key retired, then its document, chunks, tokens, vectors."""
+        retired, the memory holding its key retired (at once), then its document, chunks, tokens and
+        vectors (into ``rows``, written by its next flush). ``version``: the document's when it is new."""
         now, at = when
-        fts = _fts(ns)
         old_vecs: dict[str, bytes] = {}
-        version = 1
         if d.mem_key:
             holder = history_sql.current_by_key(db, ns, d.mem_key)
             if holder is not None and holder != d.doc_id:
@@ -543,42 +608,50 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             ).fetchall()
             old_vecs = {h: v for _, h, v in old if v is not None}
             row = db.execute("SELECT version FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id)).fetchone()
-            version = int(row[0]) + 1 if row else 1
+            version = int(row[0]) + 1 if row else 1  # (retired under its key by an earlier write of the batch: 1)
             if d.keep_history:
                 retired = history_sql.retire(db, ns, d.doc_id, at, None)
                 acc.retired += retired[1] if retired else []
             else:
                 acc.removed_vecs += [i for i, _, v in old if v is not None]
                 acc.removed_chunks += [i for i, _, _ in old]
-                self._delete_chunk_rows(db, fts, [i for i, _, _ in old])
+                self._delete_chunk_rows(db, _tokens(ns), [i for i, _, _ in old])
                 db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id))
-        else:
-            version = history_sql.last_retired(db, ns, [d.doc_id]).get(d.doc_id, 0) + 1
-        meta_json = json.dumps(d.metadata, ensure_ascii=False, allow_nan=False)
-        db.execute(
-            "INSERT INTO documents (ns_id, doc_id, source, metadata, content_hash, n_chunks, created_at, updated_at, "
-            "occurred_at, recorded_at, version, mem_key, change_reason) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        meta_json = _META_JSON(d.metadata) if d.metadata else "{}"
+        rows.documents.append(
             (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now)
-            + (d.occurred_at if d.occurred_at is not None else at, at, version, d.mem_key, d.reason),
+            + (d.occurred_at if d.occurred_at is not None else at, at, version, d.mem_key, d.reason)
         )
         acc.keys.update(d.metadata)
         for i, (text, toks, lang, th) in enumerate(zip(d.chunks, d.tokens, d.langs, d.text_hashes), start=1):
-            cur = db.execute(
-                "INSERT INTO chunks (ns_id, chunk_id, doc_id, ord, text, text_hash, lang, source,"
-                " created_at, updated_at, context) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now, d.context),
-            )
-            assert cur.lastrowid is not None  # set by the INSERT
-            rid = int(cur.lastrowid)
+            rid = rows.next_id
+            rows.next_id += 1
+            rows.chunks.append((rid, ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now, d.context))
+            rows.tokens.append((rid, toks))
             acc.added_chunks.append(rid)
-            db.execute(f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)", (rid, toks))
             if th in old_vecs:
-                db.execute("INSERT INTO vectors VALUES (?, ?)", (rid, old_vecs[th]))
+                rows.vectors.append((rid, old_vecs[th]))
                 acc.added_vecs.append(rid)
                 res.vectors_reused += 1
             else:
-                db.execute("INSERT INTO embed_queue VALUES (?, ?)", (rid, now))
+                rows.queue.append((rid, now))
             res.chunks_written += 1
+
+    @staticmethod
+    def _existing(db: sqlite3.Connection, ns: int, doc_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """doc id -> (content hash, created_at) of the stored documents among ``doc_ids``."""
+        out: dict[str, tuple[str, str]] = {}
+        ids = list(dict.fromkeys(doc_ids))
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            q = f"SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=? AND doc_id IN ({','.join('?' * len(part))})"
+            out.update({r[0]: (r[1], r[2]) for r in db.execute(q, (ns, *part))})
+        return out
+
+    @staticmethod
+    def _next_rowid(db: sqlite3.Connection) -> int:
+        """The rowid SQLite would give the next chunk (the largest one + 1), in the write transaction."""
+        return int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
 
     @staticmethod
     def _bump(db: sqlite3.Connection, ns: int, column: str = "vec_version") -> int:
@@ -587,12 +660,12 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         return int(db.execute(f"SELECT {column} FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
 
     @staticmethod
-    def _delete_chunk_rows(db: sqlite3.Connection, fts: str, rowids: list[int]) -> None:
+    def _delete_chunk_rows(db: sqlite3.Connection, tokens: str, rowids: list[int]) -> None:
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             q = ",".join("?" * len(part))
             delete_graph_provenance(db, part)
-            db.execute(f"DELETE FROM {fts} WHERE rowid IN ({q})", part)
+            db.execute(f"DELETE FROM {tokens} WHERE rowid IN ({q})", part)
             db.execute(f"DELETE FROM vectors WHERE chunk_rowid IN ({q})", part)
             db.execute(f"DELETE FROM embed_queue WHERE chunk_rowid IN ({q})", part)
             db.execute(f"DELETE FROM chunks WHERE id IN ({q})", part)
@@ -606,7 +679,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             ns = self.namespace_id(namespace, db)
             if ns is None:
                 return found, res
-            fts = _fts(ns)
+            tok = _tokens(ns)
             removed_vecs: list[int] = []
             removed_chunks: list[int] = []
             # a hard delete removes every version of a memory (its retired ones are not reported)
@@ -629,7 +702,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                         r[0] for r in db.execute(f"SELECT chunk_rowid FROM vectors WHERE chunk_rowid IN ({q})", rowids)
                     ]
                 removed_chunks += rowids
-                self._delete_chunk_rows(db, fts, rowids)
+                self._delete_chunk_rows(db, tok, rowids)
                 if is_doc:
                     db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident))
                 else:
@@ -655,11 +728,11 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         n = 0
         with self.write_transaction() as db:
             for (ns,) in db.execute("SELECT id FROM namespaces").fetchall():
-                fts = _fts(ns)
-                db.execute(f"DELETE FROM {fts}")
+                tok = _tokens(ns)
+                db.execute(f"DELETE FROM {tok}")
                 rows = db.execute("SELECT id, text, lang, context FROM chunks WHERE ns_id=?", (ns,)).fetchall()
                 db.executemany(
-                    f"INSERT INTO {fts} (rowid, tokens) VALUES (?, ?)",
+                    f"INSERT INTO {tok} (rowid, tokens) VALUES (?, ?)",
                     [(rid, " ".join(index_tokens(text, lang, ctx))) for rid, text, lang, ctx in rows],
                 )
                 self._bump(db, ns, "chunk_version")
@@ -705,17 +778,28 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         res = WriteResult()
         with self.write_transaction() as db:
             by_ns: dict[int, list[int]] = {}
+            rids = list(dict.fromkeys(rid for rid, _, _ in items))
+            held: dict[int, tuple[int, str]] = {}
+            for i in range(0, len(rids), 500):
+                part = rids[i : i + 500]
+                q = f"SELECT id, ns_id, text_hash FROM chunks WHERE id IN ({','.join('?' * len(part))})"
+                held.update({r[0]: (r[1], r[2]) for r in db.execute(q, part)})
+            done: list[tuple[int]] = []
+            rows: dict[int, bytes] = {}
             for rid, th, vec in items:
-                row = db.execute("SELECT ns_id, text_hash FROM chunks WHERE id=?", (rid,)).fetchone()
+                row = held.get(rid)
                 if row is not None and row[1] != th:
                     # changed meanwhile (SQLite may even give a new chunk the rowid of a deleted
                     # one): its queue entry stays, for the new text's vector
                     continue
-                db.execute("DELETE FROM embed_queue WHERE chunk_rowid=?", (rid,))
+                done.append((rid,))
                 if row is None:
                     continue
-                db.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (rid, np.asarray(vec, np.float32).tobytes()))
-                by_ns.setdefault(row[0], []).append(rid)
+                if rid not in rows:
+                    by_ns.setdefault(row[0], []).append(rid)
+                rows[rid] = np.asarray(vec, np.float32).tobytes()  # the same chunk twice: the last vector
+            db.executemany("DELETE FROM embed_queue WHERE chunk_rowid=?", done)
+            db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", list(rows.items()))
             names = dict(db.execute("SELECT id, name FROM namespaces").fetchall())
             for ns, rids in by_ns.items():
                 self._changed(db, names[ns], ns, "vec_version", rids, [], res)
@@ -743,7 +827,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         db.execute("BEGIN")
         try:
             version = int(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-            rows = db.execute(f"SELECT rowid, tokens FROM {_fts(ns)} ORDER BY rowid").fetchall()
+            rows = db.execute(f"SELECT rowid, tokens FROM {_tokens(ns)} ORDER BY rowid").fetchall()
         finally:
             db.execute("COMMIT")
         return version, rows
@@ -757,7 +841,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         for i in range(0, len(rowids), 500):
             part = rowids[i : i + 500]
             out += self.reader.execute(
-                f"SELECT rowid, tokens FROM {_fts(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid",
+                f"SELECT rowid, tokens FROM {_tokens(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid",
                 part,
             ).fetchall()
         return out
@@ -803,7 +887,10 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
 
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         """Top-k (rowid, score) by FTS5 BM25 (k1=1.2, b=0.75), the filter applied before ranking.
-        Scores are negated so that higher is better."""
+        Scores are negated so that higher is better. A reference scorer, independent of the
+        in-process index (tests and ``migrate`` compare the two): FTS5 indexes the namespace's tokens
+        in this thread's temp schema when a write changed them since it last did (writes never pay
+        for it)."""
         ns = self.namespace_id(namespace)
         if ns is None or not tokens:
             return []
@@ -815,10 +902,25 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             if flt is not None
             else f"SELECT rowid, bm25({fts}) AS s FROM {fts} WHERE {fts} MATCH ? ORDER BY s LIMIT ?"
         )
+        db = self.reader
+        built: dict[int, tuple[Any, ...]] = self._local.__dict__.setdefault("fts_built", {})
+        db.execute("BEGIN")  # the index, its version and the query in one snapshot
         try:
-            rows = self.reader.execute(sql, [_fts_query(tokens), *params, k]).fetchall()
-        except sqlite3.OperationalError as e:
-            raise StoreError(f"BM25 query failed: {e}") from e
+            state = tuple(db.execute("SELECT created_at, chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone())
+            if built.get(ns) != state:
+                built.pop(ns, None)
+                db.execute(f"DROP TABLE IF EXISTS temp.{fts}")
+                db.execute(f'CREATE VIRTUAL TABLE temp.{fts} USING fts5(tokens, tokenize="{_FTS_TOKENIZE}")')
+                db.execute(f"INSERT INTO temp.{fts} (rowid, tokens) SELECT rowid, tokens FROM main.{_tokens(ns)}")
+                built[ns] = state
+            rows = db.execute(sql, [_fts_query(tokens), *params, k]).fetchall()
+        except BaseException as e:
+            db.execute("ROLLBACK")
+            built.pop(ns, None)
+            if isinstance(e, sqlite3.OperationalError):
+                raise StoreError(f"BM25 query failed: {e}") from e
+            raise
+        db.execute("COMMIT")
         return [(int(r), -float(s)) for r, s in rows]
 
     def filter_rowids(self, namespace: str, flt: Filter | None, among: Iterable[int] | None = None) -> np.ndarray:
@@ -897,10 +999,10 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                 "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), doc_id",
                 (ns,),
             )
-            fts = _fts(ns)
+            tok = _tokens(ns)
             for doc_id, source, meta, h in docs.fetchall():
                 chunks = db.execute(
-                    f"SELECT c.id, c.chunk_id, c.text, c.text_hash, c.lang, f.tokens FROM chunks c JOIN {fts} f "
+                    f"SELECT c.id, c.chunk_id, c.text, c.text_hash, c.lang, f.tokens FROM chunks c JOIN {tok} f "
                     "ON f.rowid = c.id WHERE c.ns_id=? AND c.doc_id=? ORDER BY c.ord",
                     (ns, doc_id),
                 ).fetchall()
@@ -1074,6 +1176,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         if db is not None:
             db.close()
             self._local.db = None
+            self._local.__dict__.pop("fts_built", None)  # went with the connection's temp schema
         if self._tmpdir is not None:  # ":memory:": the store ends with it
             shutil.rmtree(self._tmpdir, ignore_errors=True)
 
@@ -1238,18 +1341,18 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                 "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id=?"
             ),
         }
-        fts = _fts(ns)
-        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (fts,)).fetchone() is None:
-            problems.append(f"namespace {name!r}: its BM25 table {fts} is missing")
+        tok = _tokens(ns)
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (tok,)).fetchone() is None:
+            problems.append(f"namespace {name!r}: its BM25 table {tok} is missing")
             return counts
         checks = [
             (
-                f"SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS (SELECT 1 FROM {fts} f "
+                f"SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS (SELECT 1 FROM {tok} f "
                 "WHERE f.rowid = c.id)",
                 "chunks without their BM25 row",
             ),
             (
-                f"SELECT count(*) FROM {fts} f WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = f.rowid "
+                f"SELECT count(*) FROM {tok} f WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.id = f.rowid "
                 "AND c.ns_id=?)",
                 "BM25 rows of missing chunks",
             ),
