@@ -388,11 +388,12 @@ class Memory:
         docs: Iterable[Document | dict[str, Any]],
         *,
         namespace: str | None = None,
-        batch_size: int = 64,
+        batch_size: int = 256,
         progress: Callable[[int], None] | None = None,
         skip_invalid: bool = False,
     ) -> IngestReport:
-        """Store many documents; each batch is one transaction. Every document is validated before
+        """Store many documents; each batch (``batch_size`` documents, fewer when they hold more
+        than 8 MB of text) is one transaction. Every document is validated before
         its batch is written, so a bad one fails its batch cleanly and loses nothing already stored.
         With ``skip_invalid`` an invalid document is left out and listed in ``report.skipped``
         (with its source and the reason) instead of failing the call."""

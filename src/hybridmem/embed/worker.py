@@ -26,6 +26,11 @@ __all__ = ["Embedders", "EmbeddingWorker"]
 
 log = logging.getLogger(__name__)
 
+#: a batch embedded faster than this is followed by a larger one (a look-up or hashing embedder)
+FAST_BATCH_S = 0.05
+#: the largest batch that growth reaches
+MAX_FAST_BATCH = 1024
+
 #: (chunk rowid, chunk id, text, text hash) of queued chunks, oldest first
 PendingRows = Callable[[int], list[tuple[int, str, str, str]]]
 #: stores (rowid, text hash, vector) triples; returns when the write is committed and applied
@@ -163,15 +168,18 @@ class EmbeddingWorker:
         progress: Callable[[int], None] | None = None,
         stop: threading.Event | None = None,
     ) -> int:
-        """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored."""
-        batch_size = batch_size or self.batch_size
+        """Embed queued chunks (all, or ``limit``) in batches; returns how many vectors were stored.
+        A batch that took under :data:`FAST_BATCH_S` is followed by one twice as large (up to
+        :data:`MAX_FAST_BATCH`): a cheap embedder stores its vectors in a few transactions rather
+        than one per ``batch_size``, a CPU model keeps its batch size."""
+        batch_size = step = batch_size or self.batch_size
         emb = self.embedders.worker_model
         done = 0
         while limit is None or done < limit:
             if stop is not None and stop.is_set():
                 break
             with self._settled:
-                n = batch_size if limit is None else min(batch_size, limit - done)
+                n = step if limit is None else min(step, limit - done)
                 queued = self._pending(n + len(self._taken))
                 rows = [r for r in queued if r[0] not in self._taken][:n]
                 if not rows:
@@ -196,6 +204,8 @@ class EmbeddingWorker:
                     self._taken.difference_update(r[0] for r in rows)
                     self._settled.notify_all()
             now = time.monotonic()
+            if now - t0 < FAST_BATCH_S and len(rows) == step:
+                step = min(step * 2, max(batch_size, MAX_FAST_BATCH))
             self._batches.append((now, len(rows), now - t0))
             self.stored_total += len(rows)
             done += len(rows)

@@ -10,13 +10,15 @@ The FTS5 table stays the durable truth; this index is rebuilt from it and kept i
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import threading
 import traceback
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -55,6 +57,20 @@ BOUND_CACHE = 65_536  # terms whose weight bound (max tf / (tf + norm) over thei
 
 #: one term's (positions, term frequencies): int32 arrays, or int32 memoryviews of a mapped snapshot
 _Postings = tuple["array[int] | memoryview", "array[int] | memoryview"]
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while an index is built: it makes a few objects per term,
+    none in a cycle, and each collection they set off walks every object of the process (a third
+    of loading SciFact's postings; more in a process holding more)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _owned(post: _Postings) -> tuple[array[int], array[int]]:
@@ -121,6 +137,10 @@ class SparseIndex:
         postings from one numpy sort of (term id, chunk) keys instead of a Counter and two appends
         per term per chunk (a 1M-chunk load took ~30 s, the leg timeout). A block holding a rowid
         seen before goes through ``_add``, which replaces it."""
+        with paused_gc():
+            self._bulk_blocks(rows)
+
+    def _bulk_blocks(self, rows: Iterable[tuple[int, str]]) -> None:
         vocab: dict[str, Any] = {}
         it = iter(rows)
         while block := list(itertools.islice(it, LOAD_BLOCK)):
@@ -146,14 +166,29 @@ class SparseIndex:
                 term = uniq // n
                 pos = (uniq - term * n + base).astype(np.int32)
                 tf = tf.astype(np.int32)
-                cuts = (np.flatnonzero(np.diff(term)) + 1).tolist()
+                starts = np.flatnonzero(np.diff(term)) + 1  # each term's run of (position, tf)
+                ends = np.append(starts, len(term))
+                starts = np.insert(starts, 0, 0)
                 names = list(vocab)  # insertion order is id order
-                for a, b in zip([0, *cuts], [*cuts, len(term)]):
-                    t = names[int(term[a])]
-                    got = self._post.get(t)
-                    post = self._post[t] = (array("i"), array("i")) if got is None else _owned(got)
-                    post[0].frombytes(pos[a:b].tobytes())
-                    post[1].frombytes(tf[a:b].tobytes())
+                runs = list(zip(term[starts].tolist(), starts.tolist(), ends.tolist()))
+                pv, tv, posts = pos.data, tf.data, self._post
+                # a new term's postings are views of the block's arrays (copied once a write appends
+                # to them, as a mapped snapshot's are): one object per term, made in C when it is
+                # built (a pass over the terms in Python was a third of a load)
+                if _scan is not None:
+                    taken = _scan.postings_views(posts, names, runs, pv, tv)
+                else:
+                    taken = []
+                    for k, (tid, a, b) in enumerate(runs):
+                        if names[tid] in posts:
+                            taken.append(k)
+                        else:
+                            posts[names[tid]] = (pv[a:b], tv[a:b])
+                for k in taken:  # the terms the index held before this block: appended to
+                    tid, a, b = runs[k]
+                    post = posts[names[tid]] = _owned(posts[names[tid]])
+                    post[0].frombytes(pv[a:b].cast("B"))
+                    post[1].frombytes(tv[a:b].cast("B"))
             if (base and rids[0] < self._rowids[-1]) or any(y < x for x, y in zip(rids, rids[1:])):
                 self._sorted = False
             self._rowids.extend(rids)
@@ -302,8 +337,13 @@ class SparseIndex:
         if mapping is not None:
             idx._mapping = mapping
             pos_i, tfs_i = pos.cast("i"), tfs.cast("i")
-            for i, t in enumerate(terms):
-                idx._post[t] = (pos_i[off[i] : off[i + 1]], tfs_i[off[i] : off[i + 1]])
+            runs = list(zip(range(n_terms), off[:-1], off[1:]))
+            with paused_gc():
+                if _scan is not None:
+                    _scan.postings_views(idx._post, terms, runs, pos_i, tfs_i)
+                else:
+                    for i, a, b in runs:
+                        idx._post[terms[i]] = (pos_i[a:b], tfs_i[a:b])
         else:
             for i, t in enumerate(terms):
                 a, b = off[i] * 4, off[i + 1] * 4

@@ -111,15 +111,52 @@ static int blank(const Text *t, Py_ssize_t a, Py_ssize_t b) {
 }
 
 static const char tokens_doc[] =
-    "tokens(folded, cache, /) -> (tokens, joins)\n\n"
+    "tokens(folded, cache, stopwords=None, stem=None, /) -> (tokens, joins)\n\n"
     "The tokens of the pieces of folded text (tokenize._PIECE.findall), each piece's from\n"
     "cache[piece] (a tuple of str; a dict, whose __missing__ makes it), and the places where an\n"
     "all-letter piece (len >= 2) has only whitespace before an all-digit one (len >= 2): (position\n"
-    "in tokens of the number's first token, the letters piece, the number piece).";
+    "in tokens of the number's first token, the letters piece, the number piece).\n"
+    "With stopwords (a set), a piece of ASCII letters and digits missing from the cache is made\n"
+    "here, as tokenize._piece_tokens makes it: () if a stopword, else (stem(piece),), or (piece,)\n"
+    "when stem is None or the piece has a digit; and stored in the cache.";
+
+/* text[a, b): 1 if ASCII letters only, 2 if ASCII letters and digits (a digit among them), else 0 */
+static int ascii_alnum(const Text *t, Py_ssize_t a, Py_ssize_t b) {
+    int digit = 0;
+    for (Py_ssize_t q = a; q < b; q++) {
+        Py_UCS4 c = PyUnicode_READ(t->kind, t->data, q);
+        if (c >= '0' && c <= '9') digit = 1;
+        else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return 0;
+    }
+    return 1 + digit;
+}
+
+/* a plain word's or number's tokens, as tokenize._piece_tokens makes them (new reference, NULL on
+   error); a piece with a digit is never stemmed */
+static PyObject *word_tokens(PyObject *piece, int letters_only, PyObject *stopwords, PyObject *stem) {
+    int stop = PySet_Contains(stopwords, piece);
+    if (stop < 0) return NULL;
+    if (stop) return PyTuple_New(0);
+    if (stem == Py_None || !letters_only) return PyTuple_Pack(1, piece);
+    PyObject *stemmed = PyObject_CallOneArg(stem, piece);
+    if (!stemmed) return NULL;
+    if (!PyUnicode_Check(stemmed)) {
+        PyErr_SetString(PyExc_TypeError, "tokens: stem must return a str");
+        Py_DECREF(stemmed);
+        return NULL;
+    }
+    PyObject *toks = PyTuple_Pack(1, stemmed);
+    Py_DECREF(stemmed);
+    return toks;
+}
 
 static PyObject *tokens(PyObject *self, PyObject *args) {
-    PyObject *text, *cache;
-    if (!PyArg_ParseTuple(args, "UO!:tokens", &text, &PyDict_Type, &cache)) return NULL;
+    PyObject *text, *cache, *stopwords = Py_None, *stem = Py_None;
+    if (!PyArg_ParseTuple(args, "UO!|OO:tokens", &text, &PyDict_Type, &cache, &stopwords, &stem)) return NULL;
+    if (stopwords != Py_None && !PyAnySet_Check(stopwords)) {
+        PyErr_SetString(PyExc_TypeError, "tokens: stopwords must be a set or None");
+        return NULL;
+    }
     Text t = {PyUnicode_KIND(text), PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text)};
     PyObject *out = PyList_New(0), *joins = PyList_New(0), *prev = NULL;
     if (!out || !joins) goto fail;
@@ -137,7 +174,13 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
         if (toks) {
             Py_INCREF(toks);
         } else if (!PyErr_Occurred()) {
-            toks = PyObject_GetItem(cache, piece); /* the cache's __missing__ */
+            int plain = stopwords != Py_None ? ascii_alnum(&t, i, j) : 0;
+            if (plain) { /* the common miss, without Python frames */
+                toks = word_tokens(piece, plain == 1, stopwords, stem);
+                if (toks && PyDict_SetItem(cache, piece, toks) < 0) Py_CLEAR(toks);
+            } else {
+                toks = PyObject_GetItem(cache, piece); /* the cache's __missing__ */
+            }
         }
         if (!toks) { Py_DECREF(piece); goto fail; }
         if (!PyTuple_Check(toks)) {
@@ -290,7 +333,52 @@ fail:
     return NULL;
 }
 
+static const char views_doc[] =
+    "postings_views(posts, names, runs, pos, tf, /) -> taken\n\n"
+    "For each run (term id, start, end) of runs (a list of int triples), posts[names[id]] =\n"
+    "(pos[start:end], tf[start:end]) (slices of the two buffers, e.g. memoryviews) when posts has\n"
+    "no such term; taken: the indexes into runs of the terms posts already had (left as they are).";
+
+static PyObject *postings_views(PyObject *self, PyObject *args) {
+    PyObject *posts, *names, *runs, *pos, *tf;
+    if (!PyArg_ParseTuple(args, "O!O!O!OO:postings_views", &PyDict_Type, &posts, &PyList_Type, &names,
+                          &PyList_Type, &runs, &pos, &tf))
+        return NULL;
+    PyObject *taken = PyList_New(0);
+    if (!taken) return NULL;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(runs); k++) {
+        Py_ssize_t tid, a, b;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(runs, k), "nnn:postings_views", &tid, &a, &b)) goto fail;
+        if (tid < 0 || tid >= PyList_GET_SIZE(names)) {
+            PyErr_SetString(PyExc_IndexError, "postings_views: a term id outside names");
+            goto fail;
+        }
+        PyObject *name = PyList_GET_ITEM(names, tid); /* borrowed */
+        int has = PyDict_Contains(posts, name);
+        if (has < 0) goto fail;
+        if (has) {
+            PyObject *ix = PyLong_FromSsize_t(k);
+            if (!ix || PyList_Append(taken, ix) < 0) { Py_XDECREF(ix); goto fail; }
+            Py_DECREF(ix);
+            continue;
+        }
+        PyObject *ps = PySequence_GetSlice(pos, a, b), *ts = ps ? PySequence_GetSlice(tf, a, b) : NULL;
+        PyObject *pair = ts ? PyTuple_Pack(2, ps, ts) : NULL;
+        Py_XDECREF(ps);
+        Py_XDECREF(ts);
+        if (!pair) goto fail;
+        int rc = PyDict_SetItem(posts, name, pair);
+        Py_DECREF(pair);
+        if (rc < 0) goto fail;
+    }
+    return taken;
+fail:
+    Py_DECREF(taken);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"postings_views", postings_views, METH_VARARGS, views_doc},
     {"tokens", tokens, METH_VARARGS, tokens_doc},
     {"lang_counts", lang_counts, METH_VARARGS, lang_doc},
     {"term_ids", term_ids, METH_VARARGS, ids_doc},

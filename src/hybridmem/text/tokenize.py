@@ -158,6 +158,8 @@ class _Pieces(dict[str, tuple[str, ...]]):
     def __init__(self, lang: str | None) -> None:
         super().__init__()
         self.lang = lang
+        #: for the compiled scan, which makes a plain word's tokens itself (as _piece_tokens does)
+        self.stem = _stemmer(lang).stemWord if lang in _SNOWBALL else None
 
     def __missing__(self, piece: str) -> tuple[str, ...]:
         toks = self[piece] = _piece_tokens(piece, self.lang)
@@ -175,6 +177,10 @@ _ASCII_ACRONYM = re.compile(r"(?<![A-Za-z])[A-Z]{2,}(?![A-Za-z])")
 
 def _piece_tokens(piece: str, lang: str | None) -> tuple[str, ...]:
     """The tokens of one word or identifier of the folded text (without the acronym-number join)."""
+    if piece.isascii() and piece.isalnum():  # the common case: a plain word or number, no CJK, no separator
+        if piece in STOPWORDS:
+            return ()
+        return (_stem(piece, lang),) if piece.isalpha() else (piece,)  # a digit: never stemmed
     if _CJK_RUN.fullmatch(piece):
         return tuple(_cjk_tokens(piece))
     parts = _SPLIT.split(piece)
@@ -206,11 +212,16 @@ def tokenize(text: str, lang: str | None = "auto", *, stem: bool = True) -> list
     # never after ordinary words ("since 2004", "October 27")
     if _scan is not None:
         # each piece's tokens from the cache, and where an all-letter piece has a number after it
-        out, joins = _scan.tokens(folded, cache)
+        out, joins = _scan.tokens(folded, cache, STOPWORDS, cache.stem)
         if joins:
-            acronyms = _acronyms(text)
+            acronyms: set[str] | None = None
+            ascii_text = text.isascii()
             for at, word, number in reversed(joins):  # from the end: the earlier positions stay
-                if word in acronyms and word not in STOPWORDS:
+                if word in STOPWORDS or (ascii_text and word.upper() not in text):
+                    continue  # (in ASCII text an acronym is its word in capitals: most joins end here)
+                if acronyms is None:
+                    acronyms = _acronyms(text)
+                if word in acronyms:
                     out.insert(at, word + number)
         return cast(list[str], out)
     acronyms = _acronyms(text)
