@@ -145,7 +145,9 @@ def test_term_ids_match_the_python_loop() -> None:
         scan.term_ids(["a", 3], {})
 
 
-def test_the_bulk_load_is_the_same_index_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("block", [sparse.LOAD_BLOCK, 37])  # 37: terms met again in later blocks
+def test_the_bulk_load_is_the_same_index_either_way(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sparse, "LOAD_BLOCK", block)
     rows = [(i, " ".join(T.tokenize(t))) for i, t in enumerate(_random_texts(400, seed=4), 1)]
     fast = sparse.SparseIndex()
     fast.load(1, rows)
@@ -162,6 +164,7 @@ def test_the_bulk_load_is_the_same_index_either_way(monkeypatch: pytest.MonkeyPa
 def test_real_corpora_tokenize_the_same_either_way(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ds = beir_set(name)
     texts = [d["text"] for d in ds.docs][:3000] + list(ds.queries.values())[:300]
+    T._PIECES.clear()  # every piece a miss once: those of ASCII letters, digits and joiners are made in C
     fast = [(T.detect_language(t), T.tokenize(t)) for t in texts]
     monkeypatch.setattr(T, "_scan", None)
     T._PIECES.clear()
@@ -182,3 +185,32 @@ def test_tokens_are_the_pieces_tokens_with_the_same_join_candidates() -> None:
         assert cands == [(at, pieces[i], pieces[i + 1]) for at, i in zip(starts, joins)], text
     with pytest.raises(TypeError, match="tuples"):
         scan.tokens("a b", {"a": ["a"]})
+
+
+def test_the_misses_made_in_c_are_the_pieces_tokens_python_makes() -> None:
+    """tokens() makes a missing plain word, number or ASCII identifier itself (stopwords dropped,
+    letters-only parts stemmed, a version also without its v): the same tuples as _piece_tokens,
+    in every language and without one."""
+    assert scan is not None
+    rng = random.Random(6)
+    stop = sorted(w for w in T.STOPWORDS if w.isascii() and w.isalpha())[:300]
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789"
+    made = 0
+    for _ in range(20_000):
+        parts = [
+            rng.choice(stop) if rng.random() < 0.25 else "".join(rng.choice(chars) for _ in range(rng.randint(1, 6)))
+            for _ in range(rng.randint(1, 4))
+        ]
+        piece = parts[0] + "".join(rng.choice("-_./:@#+") * rng.randint(1, 2) + p for p in parts[1:])
+        if rng.random() < 0.15:
+            piece = "v" + ".".join(str(rng.randint(0, 30)) for _ in range(rng.randint(1, 4)))
+        if T._PIECE.findall(piece) != [piece]:
+            continue
+        lang = rng.choice([None, "en", "fr", "de", "es"])
+        cache = T._Pieces(lang)
+        toks, _ = scan.tokens(piece, cache, T.STOPWORDS, cache.stem)
+        assert cache[piece] == T._piece_tokens(piece, lang) and toks == list(cache[piece]), (piece, lang)
+        made += 1
+    assert made > 15_000
+    with pytest.raises(TypeError, match="set"):
+        scan.tokens("a b", {}, ["a"], None)

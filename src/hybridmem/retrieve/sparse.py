@@ -161,16 +161,25 @@ class SparseIndex:
                     dls.append(len(toks))
                     ids.extend([get(t, len(vocab)) for t in toks])
             if len(ids):
-                key = np.frombuffer(ids, dtype=np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), dls)
-                uniq, tf = np.unique(key, return_counts=True)  # by term id, then chunk: positions ascend
-                term = uniq // n
-                pos = (uniq - term * n + base).astype(np.int32)
-                tf = tf.astype(np.int32)
-                starts = np.flatnonzero(np.diff(term)) + 1  # each term's run of (position, tf)
-                ends = np.append(starts, len(term))
-                starts = np.insert(starts, 0, 0)
+                pos: Any
+                tf: Any
+                if _scan is not None:  # grouped by term, then position, in two linear passes
+                    pb, tb, ob = _scan.group_postings(ids, dls, len(vocab), base)
+                    pos, tf = np.frombuffer(pb, dtype=np.int32), np.frombuffer(tb, dtype=np.int32)
+                    off = np.frombuffer(ob, dtype=np.int64)
+                    present = np.flatnonzero(np.diff(off))  # the terms of this block
+                    runs = list(zip(present.tolist(), off[present].tolist(), off[present + 1].tolist()))
+                else:
+                    key = np.frombuffer(ids, dtype=np.int64) * n + np.repeat(np.arange(n, dtype=np.int64), dls)
+                    uniq, tf = np.unique(key, return_counts=True)  # by term id, then chunk: positions ascend
+                    term = uniq // n
+                    pos = (uniq - term * n + base).astype(np.int32)
+                    tf = tf.astype(np.int32)
+                    starts = np.flatnonzero(np.diff(term)) + 1  # each term's run of (position, tf)
+                    ends = np.append(starts, len(term))
+                    starts = np.insert(starts, 0, 0)
+                    runs = list(zip(term[starts].tolist(), starts.tolist(), ends.tolist()))
                 names = list(vocab)  # insertion order is id order
-                runs = list(zip(term[starts].tolist(), starts.tolist(), ends.tolist()))
                 pv, tv, posts = pos.data, tf.data, self._post
                 # a new term's postings are views of the block's arrays (copied once a write appends
                 # to them, as a mapped snapshot's are): one object per term, made in C when it is

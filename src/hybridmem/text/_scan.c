@@ -116,19 +116,100 @@ static const char tokens_doc[] =
     "cache[piece] (a tuple of str; a dict, whose __missing__ makes it), and the places where an\n"
     "all-letter piece (len >= 2) has only whitespace before an all-digit one (len >= 2): (position\n"
     "in tokens of the number's first token, the letters piece, the number piece).\n"
-    "With stopwords (a set), a piece of ASCII letters and digits missing from the cache is made\n"
-    "here, as tokenize._piece_tokens makes it: () if a stopword, else (stem(piece),), or (piece,)\n"
-    "when stem is None or the piece has a digit; and stored in the cache.";
+    "With stopwords (a set), a piece of ASCII letters, digits and joiners missing from the cache\n"
+    "is made here, as tokenize._piece_tokens makes it, and stored in the cache: a word or number\n"
+    "() if a stopword, else (stem(piece),), or (piece,) when stem is None or the piece has a digit;\n"
+    "an identifier itself, its version without the v, then its parts' tokens.";
 
-/* text[a, b): 1 if ASCII letters only, 2 if ASCII letters and digits (a digit among them), else 0 */
+static inline int ascii_letter(Py_UCS4 c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+static inline int ascii_digit(Py_UCS4 c) { return c >= '0' && c <= '9'; }
+
+/* text[a, b): 1 if ASCII letters only, 2 if ASCII letters and digits (a digit among them), 3 if
+   ASCII letters and digits joined by joiners (an identifier: a piece never starts or ends with a
+   joiner), else 0 */
 static int ascii_alnum(const Text *t, Py_ssize_t a, Py_ssize_t b) {
-    int digit = 0;
+    int digit = 0, joined = 0;
     for (Py_ssize_t q = a; q < b; q++) {
         Py_UCS4 c = PyUnicode_READ(t->kind, t->data, q);
-        if (c >= '0' && c <= '9') digit = 1;
-        else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) return 0;
+        if (ascii_digit(c)) digit = 1;
+        else if (is_joiner(c)) joined = 1;
+        else if (!ascii_letter(c)) return 0;
     }
-    return 1 + digit;
+    return joined ? 3 : 1 + digit;
+}
+
+/* tokenize._V_VERSION: v, digits, then one or more of (a dot, digits) */
+static int v_version(PyObject *piece) {
+    const int kind = PyUnicode_KIND(piece);
+    const void *data = PyUnicode_DATA(piece);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
+    if (n < 4 || PyUnicode_READ(kind, data, 0) != 'v') return 0;
+    Py_ssize_t q = 1, groups = 0;
+    for (;;) {
+        Py_ssize_t d = q;
+        while (q < n && ascii_digit(PyUnicode_READ(kind, data, q))) q++;
+        if (q == d) return 0;
+        groups++;
+        if (q == n) return groups >= 2;
+        if (PyUnicode_READ(kind, data, q) != '.') return 0;
+        q++;
+    }
+}
+
+/* one part's token, as tokenize._stem makes it: stemmed when it is letters only (new reference) */
+static PyObject *stem_part(PyObject *part, int letters_only, PyObject *stem) {
+    if (stem == Py_None || !letters_only) {
+        Py_INCREF(part);
+        return part;
+    }
+    PyObject *stemmed = PyObject_CallOneArg(stem, part);
+    if (stemmed && !PyUnicode_Check(stemmed)) {
+        PyErr_SetString(PyExc_TypeError, "tokens: stem must return a str");
+        Py_CLEAR(stemmed);
+    }
+    return stemmed;
+}
+
+/* an ASCII identifier's tokens, as tokenize._piece_tokens makes them: the whole piece, a version
+   without its v, then each part between joiners that is not a stopword (new reference) */
+static PyObject *ident_tokens(PyObject *piece, PyObject *stopwords, PyObject *stem) {
+    const int kind = PyUnicode_KIND(piece);
+    const void *data = PyUnicode_DATA(piece);
+    const Py_ssize_t n = PyUnicode_GET_LENGTH(piece);
+    PyObject *out = PyList_New(0);
+    if (!out || PyList_Append(out, piece) < 0) goto fail;
+    if (v_version(piece)) {
+        PyObject *bare = PyUnicode_Substring(piece, 1, n);
+        if (!bare || PyList_Append(out, bare) < 0) { Py_XDECREF(bare); goto fail; }
+        Py_DECREF(bare);
+    }
+    Py_ssize_t q = 0;
+    while (q < n) {
+        Py_ssize_t a = q;
+        int letters = 1;
+        while (q < n && !is_joiner(PyUnicode_READ(kind, data, q))) {
+            if (!ascii_letter(PyUnicode_READ(kind, data, q))) letters = 0;
+            q++;
+        }
+        PyObject *part = PyUnicode_Substring(piece, a, q);
+        if (!part) goto fail;
+        int stop = PySet_Contains(stopwords, part);
+        PyObject *tok = stop == 0 ? stem_part(part, letters, stem) : NULL;
+        Py_DECREF(part);
+        if (stop < 0 || (stop == 0 && !tok)) goto fail;
+        if (tok) {
+            int rc = PyList_Append(out, tok);
+            Py_DECREF(tok);
+            if (rc < 0) goto fail;
+        }
+        while (q < n && is_joiner(PyUnicode_READ(kind, data, q))) q++;
+    }
+    PyObject *toks = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return toks;
+fail:
+    Py_XDECREF(out);
+    return NULL;
 }
 
 /* a plain word's or number's tokens, as tokenize._piece_tokens makes them (new reference, NULL on
@@ -175,8 +256,8 @@ static PyObject *tokens(PyObject *self, PyObject *args) {
             Py_INCREF(toks);
         } else if (!PyErr_Occurred()) {
             int plain = stopwords != Py_None ? ascii_alnum(&t, i, j) : 0;
-            if (plain) { /* the common miss, without Python frames */
-                toks = word_tokens(piece, plain == 1, stopwords, stem);
+            if (plain) { /* the common misses, without Python frames */
+                toks = plain == 3 ? ident_tokens(piece, stopwords, stem) : word_tokens(piece, plain == 1, stopwords, stem);
                 if (toks && PyDict_SetItem(cache, piece, toks) < 0) Py_CLEAR(toks);
             } else {
                 toks = PyObject_GetItem(cache, piece); /* the cache's __missing__ */
@@ -333,6 +414,100 @@ fail:
     return NULL;
 }
 
+static const char group_doc[] =
+    "group_postings(ids, lengths, n_terms, base, /) -> (pos, tf, offsets)\n\n"
+    "The postings of a block of chunks: ids (bytes of int64, each token's term id < n_terms, the\n"
+    "chunks' tokens one after the other) and lengths (each chunk's token count). pos and tf: bytes\n"
+    "of int32, grouped by term id and, within a term, by position (base + the chunk's index); for\n"
+    "each chunk holding the term once, its position and the term's count in it. offsets: bytes of\n"
+    "int64, n_terms + 1, term t's run is [offsets[t], offsets[t + 1]). (What numpy's unique of\n"
+    "term * chunks + chunk gives, in two linear passes.)";
+
+static PyObject *group_postings(PyObject *self, PyObject *args) {
+    Py_buffer ids;
+    PyObject *lengths;
+    Py_ssize_t n_terms, base;
+    if (!PyArg_ParseTuple(args, "y*O!nn:group_postings", &ids, &PyList_Type, &lengths, &n_terms, &base)) return NULL;
+    PyObject *result = NULL;
+    const int64_t *tok = ids.buf;
+    const Py_ssize_t n_tok = ids.len / (Py_ssize_t)sizeof(int64_t), n_chunks = PyList_GET_SIZE(lengths);
+    int64_t *last = NULL, *offsets = NULL;
+    int32_t *slot_tf = NULL, *pair_term = NULL, *pair_tf = NULL, *pos = NULL, *tf = NULL, *pair_chunk = NULL;
+    if (n_terms < 0 || base < 0 || base + n_chunks > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "group_postings: n_terms and base out of range");
+        goto done;
+    }
+    last = PyMem_Malloc((n_terms + 1) * sizeof(int64_t));
+    offsets = PyMem_Calloc(n_terms + 1, sizeof(int64_t));
+    slot_tf = PyMem_Malloc((n_terms + 1) * sizeof(int32_t)); /* the pair index of a term in the chunk */
+    pair_term = PyMem_Malloc((n_tok + 1) * sizeof(int32_t));
+    pair_chunk = PyMem_Malloc((n_tok + 1) * sizeof(int32_t));
+    pair_tf = PyMem_Malloc((n_tok + 1) * sizeof(int32_t));
+    if (!last || !offsets || !slot_tf || !pair_term || !pair_chunk || !pair_tf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < n_terms; t++) last[t] = -1;
+    Py_ssize_t at = 0, pairs = 0;
+    for (Py_ssize_t c = 0; c < n_chunks; c++) {
+        Py_ssize_t len = PyLong_AsSsize_t(PyList_GET_ITEM(lengths, c));
+        if (len < 0 || at + len > n_tok) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "group_postings: lengths do not match ids");
+            goto done;
+        }
+        for (Py_ssize_t q = at; q < at + len; q++) {
+            int64_t t = tok[q];
+            if (t < 0 || t >= n_terms) {
+                PyErr_SetString(PyExc_ValueError, "group_postings: a term id outside n_terms");
+                goto done;
+            }
+            if (last[t] == c) {
+                pair_tf[slot_tf[t]]++;
+            } else {
+                last[t] = c;
+                slot_tf[t] = (int32_t)pairs;
+                pair_term[pairs] = (int32_t)t;
+                pair_chunk[pairs] = (int32_t)c;
+                pair_tf[pairs] = 1;
+                offsets[t + 1]++;
+                pairs++;
+            }
+        }
+        at += len;
+    }
+    if (at != n_tok) {
+        PyErr_SetString(PyExc_ValueError, "group_postings: lengths do not match ids");
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < n_terms; t++) offsets[t + 1] += offsets[t];
+    pos = PyMem_Malloc((pairs + 1) * sizeof(int32_t));
+    tf = PyMem_Malloc((pairs + 1) * sizeof(int32_t));
+    if (!pos || !tf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t t = 0; t < n_terms; t++) last[t] = offsets[t]; /* now each term's cursor */
+    for (Py_ssize_t k = 0; k < pairs; k++) { /* in chunk order: positions ascend within a term */
+        int64_t dst = last[pair_term[k]]++;
+        pos[dst] = (int32_t)(base + pair_chunk[k]);
+        tf[dst] = pair_tf[k];
+    }
+    result = Py_BuildValue("(y#y#y#)", (const char *)pos, pairs * (Py_ssize_t)sizeof(int32_t), (const char *)tf,
+                           pairs * (Py_ssize_t)sizeof(int32_t), (const char *)offsets,
+                           (n_terms + 1) * (Py_ssize_t)sizeof(int64_t));
+done:
+    PyBuffer_Release(&ids);
+    PyMem_Free(last);
+    PyMem_Free(offsets);
+    PyMem_Free(slot_tf);
+    PyMem_Free(pair_term);
+    PyMem_Free(pair_chunk);
+    PyMem_Free(pair_tf);
+    PyMem_Free(pos);
+    PyMem_Free(tf);
+    return result;
+}
+
 static const char views_doc[] =
     "postings_views(posts, names, runs, pos, tf, /) -> taken\n\n"
     "For each run (term id, start, end) of runs (a list of int triples), posts[names[id]] =\n"
@@ -379,6 +554,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"postings_views", postings_views, METH_VARARGS, views_doc},
+    {"group_postings", group_postings, METH_VARARGS, group_doc},
     {"tokens", tokens, METH_VARARGS, tokens_doc},
     {"lang_counts", lang_counts, METH_VARARGS, lang_doc},
     {"term_ids", term_ids, METH_VARARGS, ids_doc},

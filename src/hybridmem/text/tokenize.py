@@ -86,17 +86,17 @@ def fold(text: str) -> str:
 def detect_language(text: str) -> str | None:
     """'zh' when CJK dominates, else the en/fr/de/es stopword list that matches most words (or None)."""
     folded = fold(text[:4000])
-    if _scan is not None:
-        cjk, n_words, per_lang = _scan.lang_counts(folded, _LANG_BITS, _LANG_MAXLEN, len(_LANG_ORDER))
-        counts = Counter({lang: n for lang, n in zip(_LANG_ORDER, per_lang) if n})
-    else:
+    if _scan is None:
         cjk, n_words, counts = _lang_counts(folded)
+        per_lang = tuple(counts[lang] for lang in _LANG_ORDER)
+    else:
+        cjk, n_words, per_lang = _scan.lang_counts(folded, _LANG_BITS, _LANG_MAXLEN, len(_LANG_ORDER))
     if cjk and cjk >= n_words:
         return "zh"
-    if not n_words or not counts:
+    best = max(per_lang, default=0)
+    if not n_words or not best or per_lang.count(best) > 1:  # no stopword, or a tie: no language
         return None
-    (best, n), *rest = counts.most_common(2) + [("", 0)]
-    return best if n > rest[0][1] else None
+    return _LANG_ORDER[per_lang.index(best)]
 
 
 def _lang_counts(folded: str) -> tuple[int, int, Counter[str]]:
