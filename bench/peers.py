@@ -313,7 +313,7 @@ def run_one(system: str, corpus: str, a) -> dict:
 
 def ratios(rows: list[dict]) -> None:
     """Adds ``vs_hybridmem``: peer / hybridmem for times and memory (> 1: hybridmem is lower/faster);
-    nDCG@10 difference hybridmem - peer."""
+    nDCG@10 difference hybridmem - peer. With several rounds, ingest is the median round's ratio."""
     ref = next((r for r in rows if r["system"] == "hybridmem" and "error" not in r), None)
     if not ref:
         return
@@ -329,6 +329,11 @@ def ratios(rows: list[dict]) -> None:
         ):
             a, b = get(r), get(ref)
             v[key] = float(f"{a / b:.3g}") if b > 0 else None
+        rounds = list(zip(r.get("ingest_runs_s") or [], ref.get("ingest_runs_s") or []))
+        if rounds and all(a and b for a, b in rounds):
+            # with --repeat: the median of the rounds' ratios (two runs of one round are seconds
+            # apart, so a machine that slows down for a while slows both)
+            v["ingest"] = float(f"{statistics.median(a / b for a, b in rounds):.3g}")
         if "quality" in r and "quality" in ref:
             v["ndcg_hybridmem_minus_peer"] = round(ref["quality"]["ndcg@10"] - r["quality"]["ndcg@10"], 4)
         r["vs_hybridmem"] = v
@@ -663,8 +668,9 @@ def main() -> None:
                 q = r.get("quality", {})
                 print(
                     f"[{corpus}] {s}: ingest {r['ingest_s']} s, p50 {r['latency_ms']['p50']} ms, "
-                    f"peak +{r['peak_rss_delta_mb']} MB" + (f", nDCG@10 {q['ndcg@10']}" if q else "")
-                    + (f", ingest runs {r['ingest_runs_s']} s" if 'ingest_runs_s' in r else ""),
+                    f"peak +{r['peak_rss_delta_mb']} MB"
+                    + (f", nDCG@10 {q['ndcg@10']}" if q else "")
+                    + (f", ingest runs {r['ingest_runs_s']} s" if "ingest_runs_s" in r else ""),
                     flush=True,
                 )
                 res["corpus_info"][corpus] = {
