@@ -181,12 +181,6 @@ def _visible(as_of: float | None, mark: str = "?") -> tuple[str, list[float]]:
     return f"d.recorded_at <= {mark} AND (d.valid_to IS NULL OR d.valid_to > {mark})", [as_of, as_of]
 
 
-#: how much of the store file each connection reads through a memory map instead of read calls
-#: (SQLite's default build maximum, 2 GB; past it, read calls): a query's result rows, 20 random
-#: chunks of a 1M-chunk store, took 3.3-4.0 ms to fetch through SQLite's 2 MB page cache and
-#: 0.36 ms mapped. The pages are the OS page cache's, shared, not the process's own memory
-MMAP_BYTES = 2**31 - 2**16
-
 #: pages the write-ahead log holds before the writer copies it into the file (40 MB of 4 KiB pages)
 WAL_CHECKPOINT_PAGES = 10_000
 
@@ -377,7 +371,6 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                 db = ro
             db.execute("PRAGMA busy_timeout=30000")
             db.execute("PRAGMA foreign_keys=ON")
-            db.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
             db.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as e:
             if db is not None:
