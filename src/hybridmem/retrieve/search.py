@@ -166,11 +166,20 @@ class Searcher:
         if allowed is not None and (allowed.rowids is None or allowed.empty):
             check_scopes(req, self.store, namespace)
         terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
-        legs = self._legs(req, namespace, mode, allowed, k, terms)
-        if mode == "hybrid":
-            legs.update(self._time_legs(req, namespace, flt, allowed, k))
-
-        hits, reports = self._run_legs(legs)
+        # the legs start at once; what this thread does meanwhile (reading the question's time
+        # expressions, which start the time legs, and counting the chunks without a vector) no
+        # longer waits before them
+        legs_t0 = time.perf_counter()
+        running = self._start_legs(self._legs(req, namespace, mode, allowed, k, terms))
+        try:
+            if mode == "hybrid":
+                running.update(self._start_legs(self._time_legs(req, namespace, flt, allowed, k)))
+            pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
+        except BaseException:
+            for fut in running.values():
+                fut.cancel()  # those already running finish on their own; nothing waits for them
+            raise
+        hits, reports = self._collect_legs(running, legs_t0)
         for name in ("bm25", "dense"):
             reports.setdefault(name, LegReport(status="skipped"))
 
@@ -184,7 +193,6 @@ class Searcher:
             "time_dense": hp.time_weight,
             "recency": hp.recency_weight,
         }
-        pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
         scale = self._dense_scale(namespace, pending, mode, warnings)
         fusion: str = hp.fusion if "fusion" in hp.model_fields_set else self.default_fusion
         method, used = fusion, fusion
@@ -255,24 +263,25 @@ class Searcher:
         feats = query_features(hits["bm25"], hits["dense"], len(terms), any(is_identifier(t) for t in terms))
         return shipped_model().dense_share(feats)
 
-    def _run_legs(
-        self, legs: dict[str, Callable[[], list[LegHit]]]
-    ) -> tuple[dict[str, list[LegHit]], dict[str, LegReport]]:
-        """Every leg at once on the executor, within one shared timeout: the hits of those that
-        answered and a report per leg. One failing leg does not sink the others; all failing does."""
+    def _start_legs(self, legs: dict[str, Callable[[], list[LegHit]]]) -> dict[str, Future[tuple[list[LegHit], float]]]:
+        """Each leg started on the executor; its future gives (hits, milliseconds it took)."""
 
         def timed(fn: Callable[[], list[LegHit]]) -> tuple[list[LegHit], float]:
             s = time.perf_counter()
             out = fn()
             return out, (time.perf_counter() - s) * 1000
 
-        futures: dict[str, Future[tuple[list[LegHit], float]]] = {
-            name: self.executor.submit(deadline.bind(timed), fn) for name, fn in legs.items()
-        }
+        return {name: self.executor.submit(deadline.bind(timed), fn) for name, fn in legs.items()}
+
+    def _collect_legs(
+        self, futures: dict[str, Future[tuple[list[LegHit], float]]], started: float
+    ) -> tuple[dict[str, list[LegHit]], dict[str, LegReport]]:
+        """The started legs' answers within one timeout shared from ``started``: the hits of those
+        that answered and a report per leg. One failing leg does not sink the others; all failing does."""
         hits: dict[str, list[LegHit]] = {}
         reports: dict[str, LegReport] = {}
         errors: list[BaseException] = []
-        legs_end = time.perf_counter() + self.leg_timeout
+        legs_end = started + self.leg_timeout
         for name, fut in futures.items():
             try:
                 out, ms = fut.result(timeout=max(0.0, legs_end - time.perf_counter()))
