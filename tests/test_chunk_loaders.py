@@ -208,8 +208,11 @@ def test_ingest_directory(mem, kb):
     skipped = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
     assert set(skipped) == {"bin.txt"}  # the path is its own field; the reason says why
     assert "binary" in skipped["bin.txt"] and rep.skipped[0]["path"] == "kb/bin.txt"
-    # a Latin-1 file is read in the encoding detected, and the report says so
-    assert [n["path"] for n in rep.notes] == ["kb/bad.md"] and "cp1252" in rep.notes[0]["message"]
+    # a Latin-1 file is read in the encoding detected, and the report says so; the file the walk
+    # leaves out for its suffix is named (hidden ones are not)
+    notes = {n["path"]: n["message"] for n in rep.notes}
+    assert set(notes) == {"kb/bad.md", "kb"} and "cp1252" in notes["kb/bad.md"]
+    assert notes["kb"].startswith("1 file left out, not of a text suffix") and notes["kb"].count("kb/img.png") == 1
     assert len(rep.added) == 9 and rep.updated == [] and rep.unchanged == []
     assert {"kb/a", "kb/b", "kb/bad", "kb/c", "kb/d", "rec-1", "j1", "j2"} <= set(rep.added)
     assert "café" in mem.get("kb/bad")["chunks"][0]["text"]
@@ -301,3 +304,25 @@ def test_html_to_text():
     assert out.startswith("# My Page")
     assert "Hello world" in out and "alert" not in out
     assert "- a" in out and "- b" in out
+
+
+def test_files_a_directory_walk_leaves_out_are_named_and_can_be_ingested_by_name(mem, tmp_path):
+    """As under /usr/share/doc: README.Debian (text, no text suffix) and a .gz beside a README.md.
+    The walk stores the .md, names the two it left out, and a file named on its own is stored."""
+    docs = tmp_path / "doc"
+    docs.mkdir()
+    (docs / "README.md").write_text("the walrus runbook", encoding="utf-8")
+    (docs / "README.Debian").write_text("Debian notes about the walrus package", encoding="utf-8")
+    (docs / "changelog.Debian.gz").write_bytes(b"\x1f\x8b\x08\x00 gzip")
+    rep = mem.ingest_path(docs)
+    assert rep.added == ["doc/README"] and rep.skipped == []
+    (note,) = rep.notes
+    assert note["path"] == "doc" and note["message"].startswith("2 files left out, not of a text suffix")
+    assert "doc/README.Debian" in note["message"] and "doc/changelog.Debian.gz" in note["message"]
+    assert "name a file to ingest it as text" in note["message"]
+    one = mem.ingest_path(docs / "README.Debian")  # its id: its path (here its name: named alone), whole
+    assert one.added == ["README.Debian"] and one.notes == []
+    (docs / "README.Debian").write_text("Debian notes, revised: the walrus package moved", encoding="utf-8")
+    again = mem.ingest_path(docs / "README.Debian")
+    assert again.updated == ["README.Debian"] and again.added == []  # an edit updates it (not a new id)
+    assert mem.search("Debian notes revised", mode="bm25").results[0].doc_id == "README.Debian"

@@ -258,8 +258,11 @@ class _Ids:
         return path.relative_to(self.base).as_posix()
 
     def of(self, path: Path) -> str:
+        """A file of another suffix (README.Debian, named on its own) keeps its whole name: its
+        suffix is part of the name, and without it the id would be README.md's."""
         rel = path.relative_to(self.base)
-        return self.prefix + (rel if self._clashes(path) else rel.with_suffix("")).as_posix()
+        whole = path.suffix.lower() not in _DOC_SUFFIXES or self._clashes(path)
+        return self.prefix + (rel if whole else rel.with_suffix("")).as_posix()
 
 
 #: the suffixes of files that become one document each (JSON files hold records with ids of their own)
@@ -288,6 +291,8 @@ def load_path(
     files = list(iter_files(root))
     ids = _Ids(ingest_base(root, base), id_prefix)
     out = Loaded([], [], [])
+    if root.is_dir():
+        out.notes += _left_out(root, ids)
     seen: dict[str, str] = {}
     for path in files:
         apath = Path(os.path.abspath(path))
@@ -301,7 +306,7 @@ def load_path(
             out.skipped.append(Skipped(source, "empty file"))
             continue
         for doc in found:
-            if doc.id is None and apath.suffix.lower() in _DOC_SUFFIXES:
+            if doc.id is None and apath.suffix.lower() not in (".json", ".jsonl"):  # a text file: its path
                 doc.id = doc_id if (doc_id and len(files) == 1) else ids.of(apath)
             if doc.id is not None and doc.id in seen:
                 out.skipped.append(Skipped(source, f"id {doc.id!r} is already the id of {seen[doc.id]}"))
@@ -310,6 +315,28 @@ def load_path(
                 seen[doc.id] = source
             out.docs.append(doc)
     return out
+
+
+def _left_out(root: Path, ids: "_Ids") -> list[dict[str, str]]:
+    """A note on the files of a directory that its walk leaves out for their suffix (README.Debian,
+    CHANGES, *.gz under /usr/share/doc): they are named, not silently dropped."""
+    other = [
+        p
+        for p in sorted(root.rglob("*"))
+        if not any(part.startswith(".") for part in p.relative_to(root).parts)
+        and p.is_file()
+        and p.suffix.lower() not in TEXT_SUFFIXES
+    ]
+    if not other:
+        return []
+    shown = ", ".join(ids.source(Path(os.path.abspath(p))) for p in other[:5]) + (", …" if len(other) > 5 else "")
+    return [
+        {
+            "path": ids.source(Path(os.path.abspath(root))),
+            "message": f"{len(other)} file{'s' if len(other) > 1 else ''} left out, not of a text suffix "
+            f"({' '.join(sorted(TEXT_SUFFIXES))}): {shown}; name a file to ingest it as text",
+        }
+    ]
 
 
 def _load_file(path: Path, source: str, encoding: str | None, notes: list[dict[str, str]]) -> list[Document]:
