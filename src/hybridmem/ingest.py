@@ -17,7 +17,7 @@ from . import config
 from .errors import ValidationError
 from .filters import MAX_KEY_LEN
 from .models import Document
-from .store.base import PreparedDocument
+from .store.base import META_JSON, PreparedDocument
 from .store.history_sql import HISTORY_SEP
 from .text.chunk import chunk_text
 from .text.tokenize import TOKENIZER_VERSION, detect_language, index_tokens
@@ -168,9 +168,7 @@ def scoped_key(key: str, metadata: dict[str, Any]) -> str:
     return "\x1f".join("" if p is None else str(p) for p in parts) + "\x1f" + key
 
 
-#: ``json.dumps(value, ensure_ascii=False, allow_nan=False)``, its encoder made once (dumps makes
-#: one per call when given options: a fifth of preparing a short document)
-META_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+#: :data:`META_JSON` with the keys sorted: what a document's content hash covers
 _META_JSON_SORTED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_keys=True).encode
 
 #: a batch of prepared documents is written once its chunks hold this much text, however few they are

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -71,6 +71,23 @@ def paused_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _views(
+    posts: dict[str, _Postings], names: list[str], runs: list[tuple[int, int, int]], pos: Any, tf: Any
+) -> list[int]:
+    """``posts[names[t]] = (pos[a:b], tf[a:b])`` for each run (t, a, b) whose term ``posts`` does
+    not hold yet (views: one object per term, made in C when it is built); returns the indexes into
+    ``runs`` of those it held, left as they were."""
+    if _scan is not None:
+        return cast(list[int], _scan.postings_views(posts, names, runs, pos, tf))
+    taken = []
+    for k, (tid, a, b) in enumerate(runs):
+        if names[tid] in posts:
+            taken.append(k)
+        else:
+            posts[names[tid]] = (pos[a:b], tf[a:b])
+    return taken
 
 
 def _owned(post: _Postings) -> tuple[array[int], array[int]]:
@@ -182,18 +199,9 @@ class SparseIndex:
                 names = list(vocab)  # insertion order is id order
                 pv, tv, posts = pos.data, tf.data, self._post
                 # a new term's postings are views of the block's arrays (copied once a write appends
-                # to them, as a mapped snapshot's are): one object per term, made in C when it is
-                # built (a pass over the terms in Python was a third of a load)
-                if _scan is not None:
-                    taken = _scan.postings_views(posts, names, runs, pv, tv)
-                else:
-                    taken = []
-                    for k, (tid, a, b) in enumerate(runs):
-                        if names[tid] in posts:
-                            taken.append(k)
-                        else:
-                            posts[names[tid]] = (pv[a:b], tv[a:b])
-                for k in taken:  # the terms the index held before this block: appended to
+                # to them, as a mapped snapshot's are; a pass over the terms in Python was a third
+                # of a load)
+                for k in _views(posts, names, runs, pv, tv):  # the terms held before this block: appended to
                     tid, a, b = runs[k]
                     post = posts[names[tid]] = _owned(posts[names[tid]])
                     post[0].frombytes(pv[a:b].cast("B"))
@@ -346,13 +354,8 @@ class SparseIndex:
         if mapping is not None:
             idx._mapping = mapping
             pos_i, tfs_i = pos.cast("i"), tfs.cast("i")
-            runs = list(zip(range(n_terms), off[:-1], off[1:]))
             with paused_gc():
-                if _scan is not None:
-                    _scan.postings_views(idx._post, terms, runs, pos_i, tfs_i)
-                else:
-                    for i, a, b in runs:
-                        idx._post[terms[i]] = (pos_i[a:b], tfs_i[a:b])
+                _views(idx._post, terms, list(zip(range(n_terms), off[:-1], off[1:])), pos_i, tfs_i)
         else:
             for i, t in enumerate(terms):
                 a, b = off[i] * 4, off[i + 1] * 4

@@ -6,6 +6,7 @@ parsed :class:`~hybridmem.filters.Filter` and is compiled to SQL here, in ``stor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -31,7 +32,13 @@ __all__ = [
     "version_record",
     "plan_writes",
     "check_embedder",
+    "META_JSON",
 ]
+
+#: ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` with its encoder made once (dumps makes
+#: one per call when given options: a fifth of preparing a short document); how metadata is sized
+#: when it is checked and written when it is stored
+META_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 @dataclass(frozen=True, eq=False)

@@ -29,7 +29,7 @@ from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
 from . import changelog_sql, history_sql
-from .base import DOCUMENT_COLUMNS, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
+from .base import DOCUMENT_COLUMNS, META_JSON, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
 from .graph_sql import delete_graph_provenance, graph_tables
 from .sql_filters import to_sql
 
@@ -184,8 +184,13 @@ def _visible(as_of: float | None, mark: str = "?") -> tuple[str, list[float]]:
 #: pages the write-ahead log holds before the writer copies it into the file (40 MB of 4 KiB pages)
 WAL_CHECKPOINT_PAGES = 10_000
 
-#: ``json.dumps(metadata, ensure_ascii=False, allow_nan=False)`` with its encoder made once
-_META_JSON = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+
+def _select_in(db: sqlite3.Connection, sql: str, ids: Sequence[Any], head: tuple[Any, ...] = ()) -> Iterator[Any]:
+    """The rows of ``sql`` for ``ids``, asked in parts of 500 (within SQLite's limit of bound
+    variables): ``{marks}`` in ``sql`` is one part's placeholders, ``head`` the parameters before them."""
+    for i in range(0, len(ids), 500):
+        part = ids[i : i + 500]
+        yield from db.execute(sql.format(marks=",".join("?" * len(part))), (*head, *part))
 
 
 def _tokens(ns_id: int) -> str:
@@ -520,16 +525,12 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         """(source, metadata) of the stored documents among ``doc_ids``: what a re-ingest merges
         metadata with and checks id collisions against, without reading any chunk."""
         ns = self.namespace_id(namespace)
-        out: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        ids = list(dict.fromkeys(doc_ids))
-        for i in range(0, len(ids) if ns is not None else 0, 500):
-            part = ids[i : i + 500]
-            rows = self.reader.execute(
-                f"SELECT doc_id, source, metadata FROM documents WHERE ns_id=? AND doc_id IN ({','.join('?' * len(part))})",
-                (ns, *part),
-            ).fetchall()
-            out.update({r[0]: (r[1], json.loads(r[2])) for r in rows})
-        return out
+        if ns is None:
+            return {}
+        sql = "SELECT doc_id, source, metadata FROM documents WHERE ns_id=? AND doc_id IN ({marks})"
+        return {
+            r[0]: (r[1], json.loads(r[2])) for r in _select_in(self.reader, sql, list(dict.fromkeys(doc_ids)), (ns,))
+        }
 
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
@@ -626,7 +627,7 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
                 acc.removed_chunks += [i for i, _, _ in old]
                 self._delete_chunk_rows(db, _tokens(ns), [i for i, _, _ in old])
                 db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, d.doc_id))
-        meta_json = _META_JSON(d.metadata) if d.metadata else "{}"
+        meta_json = META_JSON(d.metadata) if d.metadata else "{}"
         rows.documents.append(
             (ns, d.doc_id, d.source, meta_json, d.content_hash, len(d.chunks), created, now)
             + (d.occurred_at if d.occurred_at is not None else at, at, version, d.mem_key, d.reason)
@@ -649,13 +650,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
     @staticmethod
     def _existing(db: sqlite3.Connection, ns: int, doc_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
         """doc id -> (content hash, created_at) of the stored documents among ``doc_ids``."""
-        out: dict[str, tuple[str, str]] = {}
-        ids = list(dict.fromkeys(doc_ids))
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            q = f"SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=? AND doc_id IN ({','.join('?' * len(part))})"
-            out.update({r[0]: (r[1], r[2]) for r in db.execute(q, (ns, *part))})
-        return out
+        sql = "SELECT doc_id, content_hash, created_at FROM documents WHERE ns_id=? AND doc_id IN ({marks})"
+        return {r[0]: (r[1], r[2]) for r in _select_in(db, sql, list(dict.fromkeys(doc_ids)), (ns,))}
 
     @staticmethod
     def _next_rowid(db: sqlite3.Connection) -> int:
@@ -787,12 +783,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         res = WriteResult()
         with self.write_transaction() as db:
             by_ns: dict[int, list[int]] = {}
-            rids = list(dict.fromkeys(rid for rid, _, _ in items))
-            held: dict[int, tuple[int, str]] = {}
-            for i in range(0, len(rids), 500):
-                part = rids[i : i + 500]
-                q = f"SELECT id, ns_id, text_hash FROM chunks WHERE id IN ({','.join('?' * len(part))})"
-                held.update({r[0]: (r[1], r[2]) for r in db.execute(q, part)})
+            sql = "SELECT id, ns_id, text_hash FROM chunks WHERE id IN ({marks})"
+            held = {r[0]: (r[1], r[2]) for r in _select_in(db, sql, list(dict.fromkeys(rid for rid, _, _ in items)))}
             done: list[tuple[int]] = []
             rows: dict[int, bytes] = {}
             for rid, th, vec in items:

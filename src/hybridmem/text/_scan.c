@@ -218,14 +218,8 @@ static PyObject *word_tokens(PyObject *piece, int letters_only, PyObject *stopwo
     int stop = PySet_Contains(stopwords, piece);
     if (stop < 0) return NULL;
     if (stop) return PyTuple_New(0);
-    if (stem == Py_None || !letters_only) return PyTuple_Pack(1, piece);
-    PyObject *stemmed = PyObject_CallOneArg(stem, piece);
+    PyObject *stemmed = stem_part(piece, letters_only, stem);
     if (!stemmed) return NULL;
-    if (!PyUnicode_Check(stemmed)) {
-        PyErr_SetString(PyExc_TypeError, "tokens: stem must return a str");
-        Py_DECREF(stemmed);
-        return NULL;
-    }
     PyObject *toks = PyTuple_Pack(1, stemmed);
     Py_DECREF(stemmed);
     return toks;

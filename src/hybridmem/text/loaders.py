@@ -45,17 +45,23 @@ class Skipped:
 
 def iter_files(path: Path) -> Iterator[Path]:
     """Files under ``path`` with a supported suffix, sorted, hidden entries skipped."""
+    yield from _walk(path)[0]
+
+
+def _walk(path: Path) -> tuple[list[Path], list[Path]]:
+    """The files at ``path`` (itself, or those under it, sorted, hidden entries skipped): those of
+    a supported suffix, and the others (left out)."""
     if not path.exists():
         raise NotFoundError(f"no such file or directory: {path}")
     if path.is_file():
-        yield path
-        return
+        return [path], []
+    taken: list[Path] = []
+    other: list[Path] = []
     for p in sorted(path.rglob("*")):
-        rel = p.relative_to(path)
-        if any(part.startswith(".") for part in rel.parts):
+        if any(part.startswith(".") for part in p.relative_to(path).parts) or not p.is_file():
             continue
-        if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES:
-            yield p
+        (taken if p.suffix.lower() in TEXT_SUFFIXES else other).append(p)
+    return taken, other
 
 
 #: encodings preferred when charset-normalizer finds several equally good (single-byte codecs often
@@ -288,11 +294,11 @@ def load_path(
     """Documents found at ``root`` (a file or a directory), the files skipped with why, and notes.
     Ids follow :class:`_Ids` from :func:`ingest_base`; two documents with one id are never both
     kept: the second is skipped with a reason naming the first."""
-    files = list(iter_files(root))
+    files, other = _walk(root)
     ids = _Ids(ingest_base(root, base), id_prefix)
     out = Loaded([], [], [])
-    if root.is_dir():
-        out.notes += _left_out(root, ids)
+    if other:
+        out.notes.append(_left_out(root, other, ids))
     seen: dict[str, str] = {}
     for path in files:
         apath = Path(os.path.abspath(path))
@@ -317,26 +323,15 @@ def load_path(
     return out
 
 
-def _left_out(root: Path, ids: "_Ids") -> list[dict[str, str]]:
-    """A note on the files of a directory that its walk leaves out for their suffix (README.Debian,
+def _left_out(root: Path, other: list[Path], ids: "_Ids") -> dict[str, str]:
+    """The note on the files of a directory that its walk leaves out for their suffix (README.Debian,
     CHANGES, *.gz under /usr/share/doc): they are named, not silently dropped."""
-    other = [
-        p
-        for p in sorted(root.rglob("*"))
-        if not any(part.startswith(".") for part in p.relative_to(root).parts)
-        and p.is_file()
-        and p.suffix.lower() not in TEXT_SUFFIXES
-    ]
-    if not other:
-        return []
     shown = ", ".join(ids.source(Path(os.path.abspath(p))) for p in other[:5]) + (", …" if len(other) > 5 else "")
-    return [
-        {
-            "path": ids.source(Path(os.path.abspath(root))),
-            "message": f"{len(other)} file{'s' if len(other) > 1 else ''} left out, not of a text suffix "
-            f"({' '.join(sorted(TEXT_SUFFIXES))}): {shown}; name a file to ingest it as text",
-        }
-    ]
+    return {
+        "path": ids.source(Path(os.path.abspath(root))),
+        "message": f"{len(other)} file{'s' if len(other) > 1 else ''} left out, not of a text suffix "
+        f"({' '.join(sorted(TEXT_SUFFIXES))}): {shown}; name a file to ingest it as text",
+    }
 
 
 def _load_file(path: Path, source: str, encoding: str | None, notes: list[dict[str, str]]) -> list[Document]:
