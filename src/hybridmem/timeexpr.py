@@ -52,10 +52,64 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache
 
-__all__ = ["LANGUAGES", "TimeMention", "find_time_expressions", "parse_timestamp"]
+__all__ = ["LANGUAGES", "TIME_WORDS", "TimeMention", "asks_when", "find_time_expressions", "parse_timestamp"]
 
 #: the languages :func:`find_time_expressions` has rules for
 LANGUAGES = ("en", "fr", "de", "es", "zh")
+
+#: words that place what a text says in time, per language: a memory holding one says *when*
+#: (``retrieve.scope.time_word_terms`` turns them into index terms). Left out: words that are
+#: mostly something else ("may", "march", "fall"; French "été" = been, "hier" whose stem is
+#: English "hi"; Spanish "hace" = does, "noche" whose stem is German "noch"; "année" whose stem is
+#: the name Anne)
+TIME_WORDS = {
+    "en": "yesterday today tomorrow tonight week weekend month year ago monday tuesday wednesday thursday "
+    "friday saturday sunday january february april june july august september october november december "
+    "morning evening night summer winter spring autumn",
+    "fr": "aujourd'hui demain semaine week-end mois lundi mardi mercredi jeudi vendredi samedi dimanche "
+    "janvier février avril mai juin juillet août septembre octobre novembre décembre matin soir hiver "
+    "printemps automne",
+    "de": "gestern heute morgen woche wochenende monat jahr montag dienstag mittwoch donnerstag freitag samstag "
+    "sonntag januar februar märz april mai juni juli august september oktober november dezember abend "
+    "sommer winter frühling herbst",
+    "es": "ayer hoy mañana semana mes año lunes martes miércoles jueves viernes sábado domingo enero febrero "
+    "marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre verano invierno primavera otoño",
+    "zh": "昨天 今天 明天 前天 后天 上周 下周 本周 周末 星期 礼拜 去年 今年 明年 上个月 下个月 早上 晚上 "
+    "一月 二月 三月 四月 五月 六月 七月 八月 九月 十月",
+}
+
+# a question that asks *when* (its answer is a time), per language. "when", "quand" and "cuando"
+# are also conjunctions ("what did she say when …"): they count at the start of the question, or
+# "when" before an auxiliary, "quand" before "est-ce"; accented "cuándo" is always a question
+_LEADING_WHEN = re.compile(r"^[\s\"'«“(\[¿¡]*(?:when|quand|cuando)(?![\w\-])", re.IGNORECASE)
+# … unless a clause after a comma asks the question ("When she arrived, what did she say?")
+_THEN_ASKS = re.compile(
+    r",\s*[¿¡]?\s*(?:what|who|whom|where|why|how|which|qu['e]|qui|o[ùu]|pourquoi|comment|qu[ée]|qui[ée]n|"
+    r"d[óo]nde|c[óo]mo|por\s+qu[ée]|was|wer|wo|warum|wie)(?![\w\-])",
+    re.IGNORECASE,
+)
+_ASKS_WHEN = re.compile(
+    r"(?<![\w\-])(?:"
+    r"when\s+(?:did|do|does|was|were|is|are|will|would|has|have|had|can|could|should|shall|might)|"
+    r"since\s+when|what\s+(?:year|month|date|day|time|week|season)|which\s+(?:year|month|date|day|week|season)|"
+    r"how\s+long\s+ago|at\s+what\s+time|"
+    r"quand\s+est-ce|depuis\s+quand|en\s+quel(?:le)?\s+(?:ann[ée]e|mois|saison)|quel(?:le)?\s+(?:jour|date)|"
+    r"[àa]\s+quelle\s+(?:heure|date)|"
+    r"wann|seit\s+wann|(?:in|an)\s+welche[mr]\s+(?:jahr|monat|tag|woche|datum)|um\s+wie\s+viel\s+uhr|"
+    r"cuándo|desde\s+cu[áa]ndo|en\s+qu[ée]\s+(?:año|mes|d[íi]a|fecha|semana)|qu[ée]\s+(?:d[íi]a|fecha)"
+    r")(?![\w\-])"
+    r"|什么时候|何时|哪一?年|哪个月|几月|哪一?天|几号|多久以前|多久之前|多长时间以前",
+    re.IGNORECASE,
+)
+
+
+def asks_when(text: str) -> bool:
+    """True when the question asks *when* something happened or will ("When did …", "What year …",
+    "Quand …", "Wann …", "¿Cuándo …?", "什么时候…"): its answer is the time a memory places it in."""
+    if _ASKS_WHEN.search(text) is not None:
+        return True
+    return _LEADING_WHEN.search(text) is not None and _THEN_ASKS.search(text) is None
+
 
 _HINT = "(ISO 8601 like 2023-05-08T13:56:00Z, or epoch seconds)"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -48,6 +48,9 @@ class Legs(Protocol):
         """Top-k (rowid, cosine similarity) among the allowed embedded chunks. Embeds the query only
         when the namespace holds a vector."""
 
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        """The chunks among ``rowids`` whose indexed tokens include at least one of ``terms``."""
+
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         """Run one store write and bring the legs up to date with it before any query of this
         process can see the store's new version."""
@@ -95,6 +98,9 @@ class ProcessBM25Legs:
 
     def dense(self, namespace: str, text: str, encoder: QueryEncoder, allowed: Allowed | None, k: int) -> list[LegHit]:
         return self.own.dense(namespace, text, encoder, allowed, k)
+
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        return self.local.holding(namespace, terms, rowids)
 
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         return self.local.commit(write)

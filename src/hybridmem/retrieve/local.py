@@ -90,6 +90,9 @@ class LocalLegs:
             raise EmbedderMismatchError(self.store.embedder_info()[0] or "?", idx.dim, encoder.name, q.shape[0])
         return idx.search(q, k, None if allowed is None else allowed.rowids)
 
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        return self.sparse_index(namespace).holding(terms, rowids) if terms and rowids else set()
+
     def allowed(self, namespace: str, flt: Filter) -> Allowed:
         return Allowed(flt, rowids=self._allowed_rowids(namespace, flt))
 

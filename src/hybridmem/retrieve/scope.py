@@ -11,19 +11,25 @@ hit's session.
 * A time the question names ("last week", "in May 2023", "上周"), resolved against ``now`` (the
   request's, else the scope's latest memory), is never a hard filter: it becomes the **time leg**,
   BM25 and dense among the memories that occurred then, fused by RRF like the other legs.
+* A question that asks *when* ("When did …", "Quand …", "什么时候…") gets the **when leg**: the
+  fused candidates that say when (hold a time word: "yesterday", "last week", a weekday, a month;
+  :func:`time_word_terms`), in their fused order, as one more leg. The memory's own ``occurred_at``
+  dates it; a turn that says "yesterday" is the one that places the event.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
+from functools import cache
 from typing import Any
 
 from ..errors import ValidationError
 from ..filters import And, Cond, Filter, Or, Sys
 from ..models import QueryRequest, QueryResult
 from ..store.base import ChunkRow, Store, iso_time
-from ..timeexpr import TimeMention, find_time_expressions
+from ..text.tokenize import tokenize
+from ..timeexpr import TIME_WORDS, TimeMention, find_time_expressions
 
 __all__ = [
     "check_scopes",
@@ -31,6 +37,7 @@ __all__ = [
     "combine",
     "time_mentions",
     "time_filter",
+    "time_word_terms",
     "conversation_fields",
     "context_turns",
 ]
@@ -86,6 +93,20 @@ def scope_filter(req: QueryRequest, store: Store, namespace: str) -> Filter | No
     elif not req.include_superseded and store.has_history(namespace):
         parts.append(Sys("valid_to", "$exists", False))
     return combine(*parts)
+
+
+#: index terms of time words that are also another language's common word, left out: "end" (of
+#: "week-end"), "may" (Spanish "mayo"; English "may"), "herb" (German "Herbst"), "somm" (German
+#: "Sommer"; French "sommes"), "hiv" (French "hiver"), "上个" / "下个" (of 上个月; "the previous one")
+_TERM_COLLISIONS = frozenset({"end", "may", "herb", "somm", "hiv", "上个", "下个"})
+
+
+@cache
+def time_word_terms() -> tuple[str, ...]:
+    """The index terms of :data:`~hybridmem.timeexpr.TIME_WORDS` (each language's words through its
+    own tokenizer and stemmer, as a memory's text is indexed), sorted."""
+    terms = {t for lang, words in TIME_WORDS.items() for t in tokenize(words, lang)}
+    return tuple(sorted(terms - _TERM_COLLISIONS))
 
 
 def time_mentions(

@@ -411,6 +411,25 @@ class SparseIndex:
         the same chunks and the same float32 scores either way."""
         return self._read(self._search, terms, k, allowed)
 
+    def holding(self, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        """The chunks among ``rowids`` (live ones) that hold at least one of ``terms``: a binary
+        search of each term's postings for the chunks' positions, so a few hundred candidates cost
+        the same in any index size."""
+        with self._rw.read():
+            pos = {p: r for r in rowids if (p := self._pos.get(r)) is not None}
+            if not pos:
+                return set()
+            want = np.fromiter(sorted(pos), np.int64, len(pos))
+            hit = np.zeros(len(want), dtype=bool)
+            for t in dict.fromkeys(terms):
+                post = self._post.get(t)
+                if post is None or not len(post[0]):
+                    continue
+                ps = np.frombuffer(post[0], dtype=np.int32)
+                at = np.minimum(np.searchsorted(ps, want), len(ps) - 1)
+                hit |= ps[at] == want
+            return {pos[int(p)] for p in want[hit]}
+
     def search_exhaustive(
         self, terms: Sequence[str], k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:

@@ -1238,6 +1238,20 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        """The chunks among ``rowids`` holding at least one of ``terms`` (index look-ups in the postings'
+        primary key, one per term and chunk)."""
+        ns = self.namespace_id(namespace)
+        if ns is None or not terms or not rowids:
+            return set()
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT p.chunk_rowid FROM unnest(%s::text[]) t(term) JOIN postings p "
+                "ON p.ns_id = %s AND p.term = t.term AND p.chunk_rowid = ANY(%s)",
+                (list(dict.fromkeys(terms)), ns, [int(r) for r in rowids]),
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
     def search_dense(
         self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
     ) -> list[tuple[int, float]]:
@@ -1569,6 +1583,9 @@ class PostgresLegs:
         if dim and q.shape[0] != dim:
             raise EmbedderMismatchError(self.store.embedder_info()[0] or "?", dim, encoder.name, q.shape[0])
         return self.store.search_dense(namespace, q, allowed, k)
+
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
+        return self.store.holding(namespace, terms, rowids) if terms and rowids else set()
 
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         return write()
