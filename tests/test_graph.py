@@ -516,3 +516,74 @@ def test_a_version_2_store_migrates_to_the_graph_tables(tmp_path: Path) -> None:
         assert m.stats().schema_version == sq.SCHEMA_VERSION
         m.add("auth-service calls billing-service.", id="x")
         assert m.graph.build().entities == 2
+
+
+def test_a_store_whose_keys_lack_the_namespace_migrates_with_its_graph_vectors_and_queue(target) -> None:
+    """SQLite schema 9 / PostgreSQL schema 6 key the graph's provenance (and, on PostgreSQL, chunks,
+    vectors and the embedding queue) by namespace, as a distributed PostgreSQL needs: a store
+    written before keeps its graph, vectors and queue, answers the same, and writes, re-extracts
+    and deletes through the new keys (the cascades included)."""
+    import psycopg
+
+    from old_layouts import PG_KEYS_WITHOUT_NAMESPACE, graph_keys_without_namespace
+
+    docs = load_documents()[:12]
+    tables = ("graph_entities", "graph_mentions", "graph_relations", "graph_relation_sources", "graph_chunks")
+
+    def counts(m: Memory) -> dict[str, int]:
+        out = {t: int(m.store.reader.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in (*tables, "vectors")}
+        return out | {"queued": m.store.pending_count()}
+
+    def answers(m: Memory, spaces: tuple[str, ...] = ("a", "b")) -> dict[tuple[str, str], list[str]]:
+        q = "billing-service PostgreSQL"
+        return {
+            (ns, mode): [r.chunk_id for r in m.search(q, mode=mode, top_k=8, namespace=ns).results]
+            for ns in spaces
+            for mode in ("graph", "hybrid")
+        }
+
+    with Memory(target, embedder="hash", auto_embed=False) as m:
+        for ns in ("a", "b"):
+            m.add_documents(docs, namespace=ns)
+            m.graph.build(ns)
+        m.embed_pending(limit=10)  # some vectors stored, the rest still queued
+        before, ranked = counts(m), answers(m)
+    assert before["graph_mentions"] > 0 and before["queued"] > 0 and before["vectors"] > 0
+    if isinstance(target, Path):
+        db = sqlite3.connect(target, isolation_level=None)
+        db.execute("BEGIN")
+        graph_keys_without_namespace(db)
+        db.execute("PRAGMA user_version=8")
+        db.execute("COMMIT")
+        db.close()
+    else:
+        with psycopg.connect(target, autocommit=True) as c:
+            c.execute("SET search_path TO hybridmem")
+            with c.transaction():
+                for stmt in PG_KEYS_WITHOUT_NAMESPACE.split(";"):
+                    c.execute(stmt)
+                c.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+            cols = {
+                r[0]
+                for r in c.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name='graph_mentions'"
+                )
+            }
+            assert "ns_id" not in cols  # the old layout, truly
+    with Memory(target, embedder="hash", auto_embed=False) as m:
+        assert counts(m) == before and answers(m) == ranked
+        nulls = m.store.reader.execute(
+            "SELECT count(*) FROM graph_mentions m JOIN graph_entities e ON e.id = m.entity_id WHERE m.ns_id <> e.ns_id"
+        ).fetchone()[0]
+        assert nulls == 0  # each provenance row took its entity's namespace
+        ns_a = m.store.namespace_id("a")
+        m.embed_pending()  # the queue is claimed and emptied through its new key
+        assert m.store.pending_count() == 0
+        b_before = answers(m, ("b",))
+        m.add("auth-service now calls ledger-service over gRPC.", id="new", namespace="a")
+        assert m.graph.update("a").chunks_extracted == 1
+        m.delete([d["id"] for d in docs] + ["new"], namespace="a")  # cascades through the new keys
+        left = counts(m)
+        assert left["graph_chunks"] == before["graph_chunks"] // 2 and left["vectors"] == left["graph_chunks"]
+        assert m.store.reader.execute("SELECT count(*) FROM graph_mentions WHERE ns_id = ?", (ns_a,)).fetchone()[0] == 0
+        assert answers(m, ("b",)) == b_before  # the other namespace untouched

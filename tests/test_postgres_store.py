@@ -427,3 +427,86 @@ def test_long_in_lists_are_one_hashed_any_per_row(pg_conn, spec):
     assert "= ANY(" in sql
     expected = {i for i, m in enumerate(LONG_IN_METAS) if matches(parse_filter(spec), m)}
     assert _pg_select(pg_conn, LONG_IN_METAS, spec) == expected
+
+
+# the tables a distributed PostgreSQL (Citus) would copy to every node; every other table of the
+# store is distributed and colocated by ns_id (docs/scaling.md, "Past one database server")
+REFERENCE_TABLES = {"meta", "namespaces"}
+
+
+def test_every_key_holds_the_namespace_as_a_distributed_postgres_needs(pg):
+    """Citus distributes a table by a column only when each primary key, unique constraint and unique
+    index holds it, and a foreign key between distributed tables joins on it: checked here on the
+    live catalog of a store with every kind of row (documents, vectors, queue, graph), so a later
+    migration that adds a key without ns_id fails here."""
+    from hybridmem.graph.extract import ChunkExtraction, Entity, Relation
+    from hybridmem.graph.store import GraphStore
+
+    pg.add_documents(MULTILINGUAL)
+    pg.embed_pending(limit=1)  # vectors and a queue both hold rows
+    store = pg.store
+    gs = GraphStore(store)
+    items = [
+        ChunkExtraction(
+            c.rowid,
+            [Entity("Pool", "term"), Entity("HEL-4040", "id")],
+            [Relation("Pool", "HEL-4040", "raises")],
+        )
+        for c in gs.pending_chunks("default")
+    ]
+    assert gs.write_extractions("default", "test", items) == len(items) > 0
+    assert gs.pending_count("default") == 0 and gs.extracted_count("default") == len(items)
+    with store._conn() as conn:
+        tables = {
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE'",
+                (store.schema,),
+            )
+        }
+        distributed = tables - REFERENCE_TABLES
+        assert {
+            "chunks",
+            "vectors",
+            "embed_queue",
+            "graph_mentions",
+            "graph_relation_sources",
+            "graph_chunks",
+        } <= distributed
+        keys = conn.execute(
+            """SELECT t.relname, c.conname, c.contype,
+                      ARRAY(SELECT a.attname FROM unnest(c.conkey) k JOIN pg_attribute a
+                            ON a.attrelid = c.conrelid AND a.attnum = k ORDER BY a.attname),
+                      f.relname,
+                      ARRAY(SELECT a.attname FROM unnest(c.confkey) k JOIN pg_attribute a
+                            ON a.attrelid = c.confrelid AND a.attnum = k ORDER BY a.attname)
+               FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+               JOIN pg_namespace n ON n.oid = t.relnamespace LEFT JOIN pg_class f ON f.oid = c.confrelid
+               WHERE n.nspname = %s AND c.contype IN ('p', 'u', 'f')""",
+            (store.schema,),
+        ).fetchall()
+        uniques = conn.execute(
+            """SELECT t.relname, i.relname, ARRAY(SELECT a.attname FROM unnest(x.indkey) k JOIN pg_attribute a
+                      ON a.attrelid = x.indrelid AND a.attnum = k)
+               FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+               JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = %s AND x.indisunique""",
+            (store.schema,),
+        ).fetchall()
+    # the catalog was read (a query that found nothing would pass the rule below)
+    assert ("chunks", "p", ("id", "ns_id")) in {(t, k, tuple(c)) for t, _, k, c, _, _ in keys}
+    assert ("vectors", "f", "chunks") in {(t, k, f) for t, _, k, _, f, _ in keys}
+    bad = []
+    for table, name, kind, cols, ref, ref_cols in keys:
+        if table not in distributed:
+            continue
+        if kind in ("p", "u") and "ns_id" not in cols:
+            bad.append(f"{table}.{name}: key {cols} without ns_id")
+        if kind == "f" and ref in distributed and ("ns_id" not in cols or "ns_id" not in ref_cols):
+            bad.append(f"{table}.{name}: foreign key {cols} -> {ref}{ref_cols} not on ns_id")
+    bad += [f"{t}.{i}: unique index {c} without ns_id" for t, i, c in uniques if t in distributed and "ns_id" not in c]
+    assert not bad, bad
+    # and the store works through them: a delete cascades to vectors, queue and graph provenance
+    pg.delete([d["id"] for d in MULTILINGUAL])
+    with store._conn() as conn:
+        for table in ("vectors", "embed_queue", "graph_mentions", "graph_relation_sources", "graph_chunks"):
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table

@@ -161,8 +161,8 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
                 w.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?", (dst_ns, key)).fetchone()[0]
             )
         w.executemany(
-            "INSERT INTO graph_mentions VALUES (?, ?, ?)",
-            [(emap[e], rowmap[c], n) for e, c, n in mentions if c in rowmap],
+            "INSERT INTO graph_mentions (ns_id, entity_id, chunk_rowid, count) VALUES (?, ?, ?, ?)",
+            [(dst_ns, emap[e], rowmap[c], n) for e, c, n in mentions if c in rowmap],
         )
         relmap: dict[int, int] = {}
         for rid, s, d, typ, desc in rels:
@@ -177,11 +177,11 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
                 ).fetchone()[0]
             )
         w.executemany(
-            "INSERT INTO graph_relation_sources VALUES (?, ?, ?)",
-            [(relmap[rid], rowmap[c], wt) for rid, c, wt in sources if c in rowmap],
+            "INSERT INTO graph_relation_sources (ns_id, relation_id, chunk_rowid, weight) VALUES (?, ?, ?, ?)",
+            [(dst_ns, relmap[rid], rowmap[c], wt) for rid, c, wt in sources if c in rowmap],
         )
         w.executemany(
-            "INSERT INTO graph_chunks VALUES (?, ?, ?, ?)",
+            "INSERT INTO graph_chunks (chunk_rowid, ns_id, extractor, extracted_at) VALUES (?, ?, ?, ?)",
             [(rowmap[c], dst_ns, ex, at) for c, ex, at in gchunks if c in rowmap],
         )
         w.executemany(

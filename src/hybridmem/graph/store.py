@@ -66,7 +66,7 @@ class GraphStore:
             return []
         sql = (
             "SELECT c.id, c.chunk_id, c.text FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-            "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id) ORDER BY c.id"
+            "(SELECT 1 FROM graph_chunks g WHERE g.ns_id = c.ns_id AND g.chunk_rowid = c.id) ORDER BY c.id"
         )
         params: list[Any] = [ns]
         if limit is not None:
@@ -81,7 +81,7 @@ class GraphStore:
         return int(
             self.store.reader.execute(
                 "SELECT count(*) FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
-                "(SELECT 1 FROM graph_chunks g WHERE g.chunk_rowid = c.id)",
+                "(SELECT 1 FROM graph_chunks g WHERE g.ns_id = c.ns_id AND g.chunk_rowid = c.id)",
                 (ns,),
             ).fetchone()[0]
         )
@@ -139,14 +139,16 @@ class GraphStore:
                     ids[k] = eid
                     touched.add(eid)
                     db.execute(
-                        "INSERT INTO graph_mentions VALUES (?, ?, ?) ON CONFLICT (entity_id, chunk_rowid) "
+                        "INSERT INTO graph_mentions (ns_id, entity_id, chunk_rowid, count) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (ns_id, entity_id, chunk_rowid) "
                         "DO UPDATE SET count = graph_mentions.count + excluded.count",
-                        (eid, item.rowid, e.count),
+                        (ns, eid, item.rowid, e.count),
                     )
                 self._write_relations(db, ns, item, ids)
                 db.execute(
-                    "INSERT INTO graph_chunks VALUES (?, ?, ?, ?) ON CONFLICT (chunk_rowid) DO UPDATE SET "
-                    "ns_id = excluded.ns_id, extractor = excluded.extractor, extracted_at = excluded.extracted_at",
+                    "INSERT INTO graph_chunks (chunk_rowid, ns_id, extractor, extracted_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (ns_id, chunk_rowid) DO UPDATE SET "
+                    "extractor = excluded.extractor, extracted_at = excluded.extracted_at",
                     (item.rowid, ns, extractor, now),
                 )
             for eid in touched:
@@ -177,9 +179,10 @@ class GraphStore:
                 (ns, s, d, r.type),
             ).fetchone()[0]
             db.execute(
-                "INSERT INTO graph_relation_sources VALUES (?, ?, ?) ON CONFLICT (relation_id, chunk_rowid) "
+                "INSERT INTO graph_relation_sources (ns_id, relation_id, chunk_rowid, weight) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (ns_id, relation_id, chunk_rowid) "
                 "DO UPDATE SET weight = graph_relation_sources.weight + excluded.weight",
-                (rid, item.rowid, r.weight),
+                (ns, rid, item.rowid, r.weight),
             )
 
     def refresh_provenance(self, namespace: str) -> int:
@@ -297,7 +300,8 @@ class GraphStore:
             rel_chunks: dict[tuple[int, int, str], list[int]] = {}
             for rid, s, d, typ, desc, w in db.execute(
                 "SELECT r.id, r.src, r.dst, r.type, r.description, coalesce(sum(s.weight), 0) FROM graph_relations r "
-                "LEFT JOIN graph_relation_sources s ON s.relation_id = r.id WHERE r.ns_id=? GROUP BY r.id ORDER BY r.id",
+                "LEFT JOIN graph_relation_sources s ON s.ns_id = r.ns_id AND s.relation_id = r.id WHERE r.ns_id=? "
+                "GROUP BY r.ns_id, r.id ORDER BY r.id",
                 (ns,),
             ):
                 rels.append((s, d, typ, float(w), desc))

@@ -233,8 +233,74 @@ _M4 = changelog_sql.table_sql("BYTEA")
 # the change log of each namespace's vectors (the same layout)
 _M5 = changelog_sql.table_sql("BYTEA", "vec_log")
 
+# keys a distributed PostgreSQL (Citus, tables distributed and colocated by ns_id) accepts: every
+# primary key and foreign key between tenant tables holds ns_id (docs/scaling.md, "Past one
+# database server"); the rowid look-ups keep plain indexes. Valid on one node, where it changes
+# no query's plan class; ``tests/test_postgres_store.py`` checks the rule on the live catalog.
+# Written to run again over its own result (a store told it is older than it is)
+_M6 = """
+ALTER TABLE vectors DROP CONSTRAINT IF EXISTS vectors_chunk_rowid_fkey;
+ALTER TABLE vectors DROP CONSTRAINT IF EXISTS vectors_chunk_fkey;
+ALTER TABLE embed_queue DROP CONSTRAINT IF EXISTS embed_queue_chunk_rowid_fkey;
+ALTER TABLE embed_queue DROP CONSTRAINT IF EXISTS embed_queue_chunk_fkey;
+ALTER TABLE graph_mentions DROP CONSTRAINT IF EXISTS graph_mentions_entity_id_fkey;
+ALTER TABLE graph_mentions DROP CONSTRAINT IF EXISTS graph_mentions_entity_fkey;
+ALTER TABLE graph_relations DROP CONSTRAINT IF EXISTS graph_relations_src_fkey;
+ALTER TABLE graph_relations DROP CONSTRAINT IF EXISTS graph_relations_dst_fkey;
+ALTER TABLE graph_relation_sources DROP CONSTRAINT IF EXISTS graph_relation_sources_relation_id_fkey;
+ALTER TABLE graph_relation_sources DROP CONSTRAINT IF EXISTS graph_relation_sources_relation_fkey;
+ALTER TABLE chunks DROP CONSTRAINT chunks_pkey;
+ALTER TABLE chunks ADD PRIMARY KEY (ns_id, id);
+CREATE INDEX IF NOT EXISTS chunks_by_rowid ON chunks (id);
+ALTER TABLE vectors DROP CONSTRAINT vectors_pkey;
+ALTER TABLE vectors ADD PRIMARY KEY (ns_id, chunk_rowid);
+ALTER TABLE vectors ADD CONSTRAINT vectors_chunk_fkey FOREIGN KEY (ns_id, chunk_rowid)
+    REFERENCES chunks (ns_id, id) ON DELETE CASCADE;
+CREATE INDEX IF NOT EXISTS vectors_by_rowid ON vectors (chunk_rowid);
+DROP INDEX IF EXISTS vectors_by_ns;
+ALTER TABLE embed_queue ADD COLUMN IF NOT EXISTS ns_id BIGINT;
+UPDATE embed_queue q SET ns_id = c.ns_id FROM chunks c WHERE c.id = q.chunk_rowid AND q.ns_id IS NULL;
+ALTER TABLE embed_queue ALTER COLUMN ns_id SET NOT NULL;
+ALTER TABLE embed_queue DROP CONSTRAINT embed_queue_pkey;
+ALTER TABLE embed_queue ADD PRIMARY KEY (ns_id, chunk_rowid);
+ALTER TABLE embed_queue ADD CONSTRAINT embed_queue_chunk_fkey FOREIGN KEY (ns_id, chunk_rowid)
+    REFERENCES chunks (ns_id, id) ON DELETE CASCADE;
+CREATE INDEX IF NOT EXISTS embed_queue_by_rowid ON embed_queue (chunk_rowid);
+ALTER TABLE graph_mentions ADD COLUMN IF NOT EXISTS ns_id BIGINT;
+UPDATE graph_mentions m SET ns_id = e.ns_id FROM graph_entities e WHERE e.id = m.entity_id AND m.ns_id IS NULL;
+ALTER TABLE graph_mentions ALTER COLUMN ns_id SET NOT NULL;
+ALTER TABLE graph_relation_sources ADD COLUMN IF NOT EXISTS ns_id BIGINT;
+UPDATE graph_relation_sources s SET ns_id = r.ns_id FROM graph_relations r
+    WHERE r.id = s.relation_id AND s.ns_id IS NULL;
+ALTER TABLE graph_relation_sources ALTER COLUMN ns_id SET NOT NULL;
+ALTER TABLE graph_entities DROP CONSTRAINT graph_entities_pkey;
+ALTER TABLE graph_entities ADD PRIMARY KEY (ns_id, id);
+CREATE INDEX IF NOT EXISTS graph_entities_by_id ON graph_entities (id);
+ALTER TABLE graph_relations DROP CONSTRAINT graph_relations_pkey;
+ALTER TABLE graph_relations ADD PRIMARY KEY (ns_id, id);
+CREATE INDEX IF NOT EXISTS graph_relations_by_id ON graph_relations (id);
+ALTER TABLE graph_relations ADD CONSTRAINT graph_relations_src_fkey FOREIGN KEY (ns_id, src)
+    REFERENCES graph_entities (ns_id, id) ON DELETE CASCADE;
+ALTER TABLE graph_relations ADD CONSTRAINT graph_relations_dst_fkey FOREIGN KEY (ns_id, dst)
+    REFERENCES graph_entities (ns_id, id) ON DELETE CASCADE;
+ALTER TABLE graph_mentions DROP CONSTRAINT graph_mentions_pkey;
+ALTER TABLE graph_mentions ADD PRIMARY KEY (ns_id, entity_id, chunk_rowid);
+ALTER TABLE graph_mentions ADD CONSTRAINT graph_mentions_entity_fkey FOREIGN KEY (ns_id, entity_id)
+    REFERENCES graph_entities (ns_id, id) ON DELETE CASCADE;
+CREATE INDEX IF NOT EXISTS graph_mentions_by_entity ON graph_mentions (entity_id);
+ALTER TABLE graph_relation_sources DROP CONSTRAINT graph_relation_sources_pkey;
+ALTER TABLE graph_relation_sources ADD PRIMARY KEY (ns_id, relation_id, chunk_rowid);
+ALTER TABLE graph_relation_sources ADD CONSTRAINT graph_relation_sources_relation_fkey FOREIGN KEY (ns_id, relation_id)
+    REFERENCES graph_relations (ns_id, id) ON DELETE CASCADE;
+CREATE INDEX IF NOT EXISTS graph_relation_sources_by_relation ON graph_relation_sources (relation_id);
+ALTER TABLE graph_chunks DROP CONSTRAINT graph_chunks_pkey;
+ALTER TABLE graph_chunks ADD PRIMARY KEY (ns_id, chunk_rowid);
+CREATE INDEX IF NOT EXISTS graph_chunks_by_rowid ON graph_chunks (chunk_rowid);
+DROP INDEX IF EXISTS graph_chunks_by_ns
+"""
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5, _M6]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -539,7 +605,11 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 conn.execute("DELETE FROM meta WHERE key='dim'")
             if reset_vectors:
                 conn.execute("DELETE FROM vectors")
-                conn.execute("INSERT INTO embed_queue SELECT id, %s FROM chunks ON CONFLICT DO NOTHING", (_now(),))
+                conn.execute(
+                    "INSERT INTO embed_queue (ns_id, chunk_rowid, enqueued_at) SELECT ns_id, id, %s FROM chunks "
+                    "ON CONFLICT DO NOTHING",
+                    (_now(),),
+                )
                 conn.execute("UPDATE namespaces SET vec_version = vec_version + 1")
             if dim and (old is None or int(old[0]) != int(dim) or reset_vectors):
                 conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
@@ -779,7 +849,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     vec_rows.append((rid, ns, v))
                     res.vectors_reused += 1
                 else:
-                    queue_rows.append((rid, now))
+                    queue_rows.append((ns, rid, now))
                 res.chunks_written += 1
         return doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, total_len, keys
 
@@ -810,7 +880,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 chunk_rows,
             )
             self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
-            self._copy(cur, "embed_queue (chunk_rowid, enqueued_at)", queue_rows)
+            self._copy(cur, "embed_queue (ns_id, chunk_rowid, enqueued_at)", queue_rows)
             self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
             if df:
                 terms_l = list(df)

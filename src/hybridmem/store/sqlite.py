@@ -160,8 +160,56 @@ def _m8(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE fts_{int(ns)}")
 
 
+def _m9(db: sqlite3.Connection) -> None:
+    # the graph's provenance rows carry their namespace and are keyed by it, as on PostgreSQL,
+    # where the keys must hold ns_id for a distributed database (docs/scaling.md): one graph SQL
+    # for both stores. SQLite cannot change a primary key in place: the three tables are rebuilt
+    _script(
+        db,
+        """
+        CREATE TABLE graph_mentions_v9 (
+            entity_id INTEGER NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
+            chunk_rowid INTEGER NOT NULL,
+            count INTEGER NOT NULL DEFAULT 1,
+            ns_id INTEGER NOT NULL,
+            PRIMARY KEY (ns_id, entity_id, chunk_rowid)
+        );
+        INSERT INTO graph_mentions_v9 SELECT m.entity_id, m.chunk_rowid, m.count, e.ns_id
+            FROM graph_mentions m JOIN graph_entities e ON e.id = m.entity_id;
+        DROP TABLE graph_mentions;
+        ALTER TABLE graph_mentions_v9 RENAME TO graph_mentions;
+        CREATE INDEX graph_mentions_by_chunk ON graph_mentions (chunk_rowid);
+        CREATE INDEX graph_mentions_by_entity ON graph_mentions (entity_id);
+        CREATE TABLE graph_relation_sources_v9 (
+            relation_id INTEGER NOT NULL REFERENCES graph_relations(id) ON DELETE CASCADE,
+            chunk_rowid INTEGER NOT NULL,
+            weight REAL NOT NULL DEFAULT 1.0,
+            ns_id INTEGER NOT NULL,
+            PRIMARY KEY (ns_id, relation_id, chunk_rowid)
+        );
+        INSERT INTO graph_relation_sources_v9 SELECT s.relation_id, s.chunk_rowid, s.weight, r.ns_id
+            FROM graph_relation_sources s JOIN graph_relations r ON r.id = s.relation_id;
+        DROP TABLE graph_relation_sources;
+        ALTER TABLE graph_relation_sources_v9 RENAME TO graph_relation_sources;
+        CREATE INDEX graph_relation_sources_by_chunk ON graph_relation_sources (chunk_rowid);
+        CREATE INDEX graph_relation_sources_by_relation ON graph_relation_sources (relation_id);
+        CREATE TABLE graph_chunks_v9 (
+            chunk_rowid INTEGER NOT NULL,
+            ns_id INTEGER NOT NULL,
+            extractor TEXT NOT NULL,
+            extracted_at TEXT NOT NULL,
+            PRIMARY KEY (ns_id, chunk_rowid)
+        );
+        INSERT INTO graph_chunks_v9 SELECT chunk_rowid, ns_id, extractor, extracted_at FROM graph_chunks;
+        DROP TABLE graph_chunks;
+        ALTER TABLE graph_chunks_v9 RENAME TO graph_chunks;
+        CREATE INDEX graph_chunks_by_rowid ON graph_chunks (chunk_rowid)
+        """,
+    )
+
+
 #: numbered schema migrations; index i upgrades user_version i to i + 1
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m1, _m2, _m3, _m4, _m5, _m6, _m7, _m8, _m9]
 SCHEMA_VERSION = len(MIGRATIONS)
 _FTS_TOKENIZE = f"unicode61 remove_diacritics 0 tokenchars '{TOKEN_CHARS}'"
 
