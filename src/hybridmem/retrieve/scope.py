@@ -12,9 +12,11 @@ hit's session.
   request's, else the scope's latest memory), is never a hard filter: it becomes the **time leg**,
   BM25 and dense among the memories that occurred then, fused by RRF like the other legs.
 * A question that asks *when* ("When did …", "Quand …", "什么时候…") gets the **when leg**: the
-  fused candidates that say when (hold a time word: "yesterday", "last week", a weekday, a month;
-  :func:`time_word_terms`), in their fused order, as one more leg. The memory's own ``occurred_at``
-  dates it; a turn that says "yesterday" is the one that places the event.
+  fused candidates that are conversation turns and say when (hold a time word: "yesterday", "last
+  week", a weekday, a month; :func:`time_word_terms`), in their fused order, as one more leg. The
+  turn's own ``occurred_at`` dates it; in a conversation the turn that says "yesterday" is the one
+  that places the event. Documents are left out: they date their facts ("in 1857"), and on
+  XQuAD and HotpotQA favouring paragraphs with time words cost 0.006–0.018 nDCG@10.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "time_filter",
     "time_word_terms",
     "conversation_fields",
+    "is_turn",
     "context_turns",
 ]
 
@@ -136,6 +139,13 @@ def time_filter(mentions: Sequence[TimeMention]) -> Filter | None:
     if not ranges:
         return None
     return ranges[0] if len(ranges) == 1 else Or(tuple(ranges))
+
+
+def is_turn(row: ChunkRow) -> bool:
+    """True for a conversation turn (``Memory.add_messages``, or a document with a session and a turn
+    number in its metadata)."""
+    turn = row.metadata.get("turn")
+    return isinstance(row.metadata.get("session_id"), str) and isinstance(turn, int) and not isinstance(turn, bool)
 
 
 def conversation_fields(row: ChunkRow) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from .scope import (
     combine,
     context_turns,
     conversation_fields,
+    is_turn,
     scope_filter,
     time_filter,
     time_mentions,
@@ -238,6 +239,9 @@ class Searcher:
             t_when = time.perf_counter()
             top = fused[:WHEN_DEPTH]
             held = self.legs.holding(namespace, time_word_terms(), [r for r, _ in top])
+            if held:  # conversation turns only: a document dates its facts (1857, 2023-05-08), a turn says "yesterday"
+                turns = self.store.fetch(sorted(held))
+                held = {r for r, row in turns.items() if is_turn(row)}
             if held and len(held) < len(top):  # all or none: the leg would only echo the fusion
                 hits["when"] = [(r, sc) for r, sc in top if r in held]
                 order.append("when")
