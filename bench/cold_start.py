@@ -3,6 +3,7 @@ its RSS, and the latency of the queries after (issue 18).
 
     python bench/cold_start.py                        # 1,000,000 chunks, i8 graph
     python bench/cold_start.py --n 200000 --dtype f32
+    python bench/cold_start.py --n 10000000 --keep BIG.db --build write   # then embed, then index: each resumes
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
@@ -78,27 +79,63 @@ m.close()
 """
 
 
-def build(db: Path, n: int, dtype: str) -> dict:
-    from hybridmem import Memory
-    from latency import LookupEmbedder, make_corpus
+def _documents(db: Path) -> int:
+    import sqlite3
 
-    corpus = make_corpus(n)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        return int(c.execute("SELECT count(*) FROM documents").fetchone()[0])
+
+
+def build(db: Path, n: int, dtype: str, phases: str = "write,embed,index") -> dict:
+    """Write ``n`` synthetic chunks, store their vectors, save the postings and the graph. Each
+    phase resumes: ``write`` goes on after the documents already in the store (a build stopped
+    part-way, or run one phase a session at 10M), logging its rate every 100,000 chunks (the
+    sustained rate is the slowest million's)."""
+    from hybridmem import Memory
+    from latency import LookupEmbedder, iter_corpus
+
     out: dict = {}
-    t = time.perf_counter()
     with Memory(db, embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=dtype) as m:
-        for i in range(0, n, 1000):
-            m.add_documents(corpus[i : i + 1000])
-        out["write_s"] = round(time.perf_counter() - t, 1)
-        t = time.perf_counter()
-        m.embed_pending(batch_size=1024)
-        out["embed_s"] = round(time.perf_counter() - t, 1)
-        m.search("connection pool timeout", mode="bm25", top_k=10)  # saves the postings
-        t = time.perf_counter()
-        m.search("connection pool timeout", mode="vector", top_k=10)
-        m.wait_for_indexes()
-        out["hnsw_build_s"] = round(time.perf_counter() - t, 1)
-    files = {p.suffix: round(p.stat().st_size / 2**20) for p in Path(str(db) + ".hnsw").iterdir()}
-    out["files_mb"] = files
+        if "write" in phases:
+            have = _documents(db)
+            docs = iter_corpus(n)
+            for _ in range(have):
+                next(docs)
+            t = mark = million_t = time.perf_counter()
+            done, million_from, per_million, batch = have, have, [], []
+            for d in docs:
+                batch.append(d)
+                if len(batch) == 1000:
+                    m.add_documents(batch)
+                    done, batch = done + 1000, []
+                    if done % 100_000 == 0:
+                        now = time.perf_counter()
+                        print(f"  {done:,} chunks, {100_000 / (now - mark):,.0f} chunks/s", flush=True)
+                        if done % 1_000_000 == 0:
+                            per_million.append(round((done - million_from) / (now - million_t)))
+                            million_t, million_from = now, done
+                        mark = now
+            if batch:
+                m.add_documents(batch)
+            out["write_s"] = round(time.perf_counter() - t, 1)
+            out["write_chunks"] = n - have
+            out["write_chunks_per_s"] = round((n - have) / max(out["write_s"], 1e-9))
+            out["write_chunks_per_s_by_million"] = per_million
+        if "embed" in phases:
+            t = time.perf_counter()
+            m.embed_pending(batch_size=1024)
+            out["embed_s"] = round(time.perf_counter() - t, 1)
+        if "index" in phases:
+            t = time.perf_counter()
+            m.search("connection pool timeout", mode="bm25", top_k=10)  # saves the postings
+            out["bm25_load_s"] = round(time.perf_counter() - t, 1)
+            t = time.perf_counter()
+            m.search("connection pool timeout", mode="vector", top_k=10)
+            m.wait_for_indexes()
+            out["hnsw_build_s"] = round(time.perf_counter() - t, 1)
+    hnsw = Path(str(db) + ".hnsw")
+    if hnsw.is_dir():
+        out["files_mb"] = {p.suffix: round(p.stat().st_size / 2**20) for p in hnsw.iterdir()}
     return out
 
 
@@ -117,16 +154,27 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "cold-start.json")
     ap.add_argument("--workdir", type=Path)
     ap.add_argument("--keep", type=Path, help="reuse (or build and keep) the store at this path")
+    ap.add_argument(
+        "--build",
+        help="run only these build phases of the --keep store (write,embed,index; each resumes), print and save their figures",
+    )
     ap.add_argument("--kinds", default="mapped,mapped-numpy,read", help="mapped-numpy: BM25 without the kernel")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     try:
         db = a.keep or work / "m.db"
         built: dict = {"reused": True}
-        if not db.exists():
-            print(f"building {a.n:,} chunks ...", flush=True)
-            built = build(db, a.n, a.dtype)
+        if a.build or not db.exists():
+            print(f"building {a.n:,} chunks ({a.build or 'write,embed,index'}) ...", flush=True)
+            built = build(db, a.n, a.dtype, a.build or "write,embed,index")
         print(f"  {built}", flush=True)
+        if a.build:  # one phase of a long build: its figures, no queries yet
+            from latency import write_report
+
+            write_report(
+                a.out, {"n": a.n, "dtype": a.dtype, "phases": a.build, **built, "date": time.strftime("%Y-%m-%d")}
+            )
+            return
         (vectors,) = Path(str(db) + ".hnsw").glob("*.vectors")
         aside = work / "vectors.aside"
         kinds = a.kinds.split(",")

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -146,10 +146,12 @@ def make_chunk(rng: random.Random) -> str:
     return text if text.endswith(".") else text + "."
 
 
-def make_corpus(n: int, seed: int = SEED) -> list[dict]:
+def iter_corpus(n: int, seed: int = SEED) -> Iterator[dict]:
+    """The synthetic corpus one document at a time: the first ``m`` of ``iter_corpus(n)`` are
+    ``make_corpus(m)`` for any ``m <= n`` (one generator, drawn in order)."""
     rng = random.Random(seed)
-    return [
-        {
+    for i in range(n):
+        yield {
             "id": f"doc-{i:07d}",
             "text": make_chunk(rng),
             "metadata": {
@@ -158,8 +160,10 @@ def make_corpus(n: int, seed: int = SEED) -> list[dict]:
                 "severity": rng.randint(1, 4),
             },
         }
-        for i in range(n)
-    ]
+
+
+def make_corpus(n: int, seed: int = SEED) -> list[dict]:
+    return list(iter_corpus(n, seed))
 
 
 def make_queries(n: int, seed: int = SEED + 1) -> list[str]:
