@@ -803,13 +803,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
 
     def pending_among(self, rowids: Sequence[int]) -> set[int]:
         """The chunks among ``rowids`` that still wait for their vector."""
-        out: set[int] = set()
-        ids = list(rowids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            q = f"SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid IN ({','.join('?' * len(part))})"
-            out.update(r[0] for r in self.reader.execute(q, part))
-        return out
+        sql = "SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid IN ({marks})"
+        return {r[0] for r in _select_in(self.reader, sql, list(rowids))}
 
     def pending_count(self, namespace: str | None = None) -> int:
         if namespace is None:
@@ -885,15 +880,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         ns = self.namespace_id(namespace)
         if ns is None:
             return []
-        out: list[tuple[int, str]] = []
-        rowids = list(rowids)
-        for i in range(0, len(rowids), 500):
-            part = rowids[i : i + 500]
-            out += self.reader.execute(
-                f"SELECT rowid, tokens FROM {_tokens(ns)} WHERE rowid IN ({','.join('?' * len(part))}) ORDER BY rowid",
-                part,
-            ).fetchall()
-        return out
+        sql = f"SELECT rowid, tokens FROM {_tokens(ns)} WHERE rowid IN ({{marks}}) ORDER BY rowid"
+        return list(_select_in(self.reader, sql, list(rowids)))
 
     def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
         """(version, rowids, matrix) of every embedded chunk of a namespace, read in one snapshot."""
@@ -922,13 +910,11 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         rowids = list(rowids)
         out_ids: list[int] = []
         blobs: list[bytes] = []
-        for i in range(0, len(rowids), 500):
-            part = rowids[i : i + 500]
-            for rid, blob in self.reader.execute(
-                f"SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({','.join('?' * len(part))})", part
-            ):
-                out_ids.append(rid)
-                blobs.append(blob)
+        for rid, blob in _select_in(
+            self.reader, "SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({marks})", rowids
+        ):
+            out_ids.append(rid)
+            blobs.append(blob)
         if not blobs:
             return np.zeros(0, np.int64), np.zeros((0, 0), np.float32)
         m = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), -1)
@@ -1007,17 +993,14 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         return {r[0] for r in self.reader.execute("SELECT key FROM metadata_keys WHERE ns_id=?", (ns,))}
 
     def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
-        out: dict[int, ChunkRow] = {}
-        rowids = list(rowids)
-        for i in range(0, len(rowids), 500):
-            part = rowids[i : i + 500]
-            for r in self.reader.execute(
-                f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, {_TIME_COLUMNS} "
-                f"FROM chunks c {_DOC_JOIN} WHERE c.id IN ({','.join('?' * len(part))})",
-                part,
-            ):
-                out[r[0]] = ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9])
-        return out
+        sql = (
+            f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, {_TIME_COLUMNS} "
+            f"FROM chunks c {_DOC_JOIN} WHERE c.id IN ({{marks}})"
+        )
+        return {
+            r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9])
+            for r in _select_in(self.reader, sql, list(rowids))
+        }
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
         ns = self.namespace_id(namespace)
@@ -1069,17 +1052,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         ns = self.namespace_id(namespace)
         if ns is None:
             return {}
-        out: dict[str, int] = {}
-        ids = list(chunk_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            out.update(
-                self.reader.execute(
-                    f"SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN ({','.join('?' * len(part))})",
-                    [ns, *part],
-                ).fetchall()
-            )
-        return out
+        sql = "SELECT chunk_id, id FROM chunks WHERE ns_id=? AND chunk_id IN ({marks})"
+        return dict(_select_in(self.reader, sql, list(chunk_ids), (ns,)))
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self.namespace_id(namespace)
