@@ -731,7 +731,7 @@ def test_a_schema_7_store_moves_its_tokens_out_of_fts5_and_ranks_the_same(tmp_pa
     db.execute("PRAGMA user_version=7")
     db.close()
     with Memory(path, embedder="hash", auto_embed=False) as m:
-        assert m.stats().schema_version == sq.SCHEMA_VERSION == 9
+        assert m.stats().schema_version == sq.SCHEMA_VERSION == 10
         tables = {r[0] for r in m.store.reader.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert not {t for t in tables if t.startswith("fts_")} and {"tokens_1", "tokens_2"} <= tables
         for ns in ("a", "b"):
@@ -1043,3 +1043,87 @@ def test_an_in_memory_store_is_one_database_for_every_thread_and_leaves_nothing(
         m.store.backup("/tmp/never.db")
     m.close()
     assert set(glob.glob(f"{tempfile.gettempdir()}/hybridmem-memory-*")) == before
+
+
+def _queued(m: Memory, ns: str) -> int:
+    """The embedding queue of a namespace, counted row by row (what ``pending_count`` keeps)."""
+    nid = m.store.namespace_id(ns)
+    if nid is None:
+        return 0
+    sql = "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id = ?"
+    return int(m.store.reader.execute(sql, (nid,)).fetchone()[0])
+
+
+def test_the_pending_count_is_kept_by_every_write_that_queues_or_unqueues(target, tmp_path):
+    """``pending_count`` reads a per-namespace counter (counting the queue was O(backlog) on every
+    hybrid query and ingest call); random adds, replacements, deletes of documents and chunks,
+    vectors stored for some, a reset of every vector and an embedder switch: after each, the counter
+    equals the queue, in every namespace, and ``check`` agrees; a counter set wrong is reported."""
+    import random
+
+    rng = random.Random(11)
+    with Memory(target, embedder="hash", auto_embed=False, chunk_size=40, chunk_overlap=0) as m:
+        spaces = ("a", "b")
+
+        def agree() -> None:
+            for ns in spaces:
+                assert m.store.pending_count(ns) == _queued(m, ns), ns
+            assert m.store.pending_count() == sum(_queued(m, ns) for ns in spaces)
+
+        for step in range(40):
+            ns = rng.choice(spaces)
+            op = rng.choice(["add", "add", "replace", "delete", "delete_chunk", "embed"])
+            ids = [f"d{i}" for i in range(12)]
+            if op in ("add", "replace"):
+                words = " ".join(
+                    rng.choice(["pool", "timeout", "HEL-4040", "cache", "retry"]) for _ in range(rng.randint(3, 30))
+                )
+                m.add_documents(
+                    [{"id": rng.choice(ids), "text": f"{words} {step}"} for _ in range(rng.randint(1, 4))], namespace=ns
+                )
+            elif op == "delete":
+                m.delete([rng.choice(ids)], namespace=ns)
+            elif op == "delete_chunk":
+                rows = m.store.reader.execute(
+                    "SELECT chunk_id FROM chunks WHERE ns_id = ?", (m.store.namespace_id(ns) or -1,)
+                ).fetchall()
+                if rows:
+                    m.delete([rng.choice(rows)[0]], namespace=ns)
+            else:
+                m.embed_pending(limit=rng.randint(1, 5))
+            agree()
+        m.embed_pending()
+        agree()
+        assert m.store.pending_count() == 0
+        m.store.set_embedder(*m.store.embedder_info(), reset_vectors=True)  # every chunk queued again
+        agree()
+        assert m.store.pending_count() == sum(m.store.chunk_count(ns) for ns in spaces) > 0
+    if isinstance(target, type(tmp_path)):
+        with Memory(target, embedder="hash", auto_embed=False) as m:
+            assert m.store.check()["ok"]
+        db = sqlite3.connect(target, isolation_level=None)
+        db.execute("UPDATE namespaces SET n_pending = n_pending + 3 WHERE name = 'a'")
+        db.close()
+        with Memory(target, embedder="hash", auto_embed=False) as m:
+            problems = m.store.check()["problems"]
+            assert any("waiting for a vector is" in p and "'a'" in p for p in problems), problems
+
+
+def test_a_schema_9_store_counts_its_queue_once(tmp_path):
+    """SQLite schema 10 keeps each namespace's queue count: a store written before gets it counted
+    at the migration."""
+    from hybridmem.store import sqlite as sq
+
+    path = tmp_path / "old.db"
+    with Memory(path, embedder="hash", auto_embed=False) as m:
+        m.add_documents([{"id": f"d{i}", "text": f"pool timeout {i}"} for i in range(30)], namespace="a")
+        m.add_documents([{"id": f"d{i}", "text": f"cache retry {i}"} for i in range(7)], namespace="b")
+        m.embed_pending(limit=5)
+        before = {ns: _queued(m, ns) for ns in ("a", "b")}
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("ALTER TABLE namespaces DROP COLUMN n_pending")
+    db.execute("PRAGMA user_version=9")
+    db.close()
+    with Memory(path, embedder="hash", auto_embed=False) as m:
+        assert m.stats().schema_version == sq.SCHEMA_VERSION
+        assert {ns: m.store.pending_count(ns) for ns in ("a", "b")} == before and sum(before.values()) == 32

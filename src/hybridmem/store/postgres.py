@@ -299,8 +299,15 @@ CREATE INDEX IF NOT EXISTS graph_chunks_by_rowid ON graph_chunks (chunk_rowid);
 DROP INDEX IF EXISTS graph_chunks_by_ns
 """
 
+#: every namespace's ``n_pending`` counted afresh (the migration, a reset of every vector)
+PENDING_RECOUNT = "UPDATE namespaces SET n_pending = (SELECT count(*) FROM embed_queue q WHERE q.ns_id = namespaces.id)"
+
+# each namespace's count of chunks waiting for a vector, kept by every write that queues or
+# unqueues in its own transaction: counting the queue was O(backlog) on every hybrid query
+_M7 = "ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS n_pending BIGINT NOT NULL DEFAULT 0;" + PENDING_RECOUNT
+
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5, _M6]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5, _M6, _M7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -610,6 +617,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     "ON CONFLICT DO NOTHING",
                     (_now(),),
                 )
+                conn.execute(PENDING_RECOUNT)
                 conn.execute("UPDATE namespaces SET vec_version = vec_version + 1")
             if dim and (old is None or int(old[0]) != int(dim) or reset_vectors):
                 conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
@@ -881,6 +889,8 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             )
             self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
             self._copy(cur, "embed_queue (ns_id, chunk_rowid, enqueued_at)", queue_rows)
+            if queue_rows:
+                cur.execute("UPDATE namespaces SET n_pending = n_pending + %s WHERE id=%s", (len(queue_rows), ns))
             self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
             if df:
                 terms_l = list(df)
@@ -1044,7 +1054,12 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         )
         for i in range(0, len(rowids), 500):
             graph_sql.delete_graph_provenance(_Qmark(conn), rowids[i : i + 500])
-        conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors and queue cascade
+        unqueued = conn.execute(
+            "DELETE FROM embed_queue WHERE ns_id=%s AND chunk_rowid = ANY(%s)", (ns, rowids)
+        ).rowcount
+        if unqueued:
+            conn.execute("UPDATE namespaces SET n_pending = n_pending - %s WHERE id=%s", (unqueued, ns))
+        conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors cascade
 
     def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
         """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
@@ -1151,20 +1166,15 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         return {int(r[0]) for r in rows}
 
     def pending_count(self, namespace: str | None = None) -> int:
+        """Chunks waiting for a vector: the namespaces' counters (O(1), whatever the backlog)."""
         with self._conn() as conn:
             if namespace is None:
-                return int(_one(conn.execute("SELECT count(*) FROM embed_queue").fetchone())[0])
+                return int(_one(conn.execute("SELECT coalesce(sum(n_pending), 0) FROM namespaces").fetchone())[0])
             ns = self.namespace_id(namespace)
             if ns is None:
                 return 0
-            return int(
-                _one(
-                    conn.execute(
-                        "SELECT count(*) FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id=%s",
-                        (ns,),
-                    ).fetchone()
-                )[0]
-            )
+            row = conn.execute("SELECT n_pending FROM namespaces WHERE id=%s", (ns,)).fetchone()
+            return int(row[0]) if row else 0
 
     def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
         """Store vectors for (rowid, text_hash, vec); skips chunks deleted or changed meanwhile."""
@@ -1185,7 +1195,12 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             }
             # dequeue what is stored or gone; a chunk whose text changed meanwhile stays queued
             done = [r for r, th, _ in items if int(r) not in live or live[int(r)][1] == th]
-            conn.execute("DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in done],))
+            gone = conn.execute(
+                "DELETE FROM embed_queue WHERE chunk_rowid = ANY(%s) RETURNING ns_id", ([int(r) for r in done],)
+            ).fetchall()
+            unqueued = Counter(int(r[0]) for r in gone)
+            for ns in sorted(unqueued):  # in namespace order, as every writer locks them
+                conn.execute("UPDATE namespaces SET n_pending = n_pending - %s WHERE id=%s", (unqueued[ns], ns))
             rows: list[tuple[int, int, np.ndarray]] = []
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:
