@@ -167,39 +167,40 @@ def _m8(db: sqlite3.Connection) -> None:
         db.execute(f"DROP TABLE fts_{int(ns)}")
 
 
+def _provenance_keyed_by_namespace(table: str, parent_key: str, parent: str, value: str) -> str:
+    """SQL rebuilding a graph provenance table (``parent_key`` → ``parent``, a chunk, a ``value``)
+    keyed by (ns_id, parent_key, chunk_rowid), each row given its parent's namespace."""
+    name, _ = value.split(" ", 1)
+    return f"""
+        CREATE TABLE {table}_v9 (
+            {parent_key} INTEGER NOT NULL REFERENCES {parent}(id) ON DELETE CASCADE,
+            chunk_rowid INTEGER NOT NULL,
+            {value},
+            ns_id INTEGER NOT NULL,
+            PRIMARY KEY (ns_id, {parent_key}, chunk_rowid)
+        );
+        INSERT INTO {table}_v9 SELECT t.{parent_key}, t.chunk_rowid, t.{name}, p.ns_id
+            FROM {table} t JOIN {parent} p ON p.id = t.{parent_key};
+        DROP TABLE {table};
+        ALTER TABLE {table}_v9 RENAME TO {table};
+        CREATE INDEX {table}_by_chunk ON {table} (chunk_rowid);
+        CREATE INDEX {table}_by_{parent_key.removesuffix("_id")} ON {table} ({parent_key});
+    """
+
+
 def _m9(db: sqlite3.Connection) -> None:
     # the graph's provenance rows carry their namespace and are keyed by it, as on PostgreSQL,
     # where the keys must hold ns_id for a distributed database (docs/scaling.md): one graph SQL
     # for both stores. SQLite cannot change a primary key in place: the three tables are rebuilt
     _script(
         db,
-        """
-        CREATE TABLE graph_mentions_v9 (
-            entity_id INTEGER NOT NULL REFERENCES graph_entities(id) ON DELETE CASCADE,
-            chunk_rowid INTEGER NOT NULL,
-            count INTEGER NOT NULL DEFAULT 1,
-            ns_id INTEGER NOT NULL,
-            PRIMARY KEY (ns_id, entity_id, chunk_rowid)
-        );
-        INSERT INTO graph_mentions_v9 SELECT m.entity_id, m.chunk_rowid, m.count, e.ns_id
-            FROM graph_mentions m JOIN graph_entities e ON e.id = m.entity_id;
-        DROP TABLE graph_mentions;
-        ALTER TABLE graph_mentions_v9 RENAME TO graph_mentions;
-        CREATE INDEX graph_mentions_by_chunk ON graph_mentions (chunk_rowid);
-        CREATE INDEX graph_mentions_by_entity ON graph_mentions (entity_id);
-        CREATE TABLE graph_relation_sources_v9 (
-            relation_id INTEGER NOT NULL REFERENCES graph_relations(id) ON DELETE CASCADE,
-            chunk_rowid INTEGER NOT NULL,
-            weight REAL NOT NULL DEFAULT 1.0,
-            ns_id INTEGER NOT NULL,
-            PRIMARY KEY (ns_id, relation_id, chunk_rowid)
-        );
-        INSERT INTO graph_relation_sources_v9 SELECT s.relation_id, s.chunk_rowid, s.weight, r.ns_id
-            FROM graph_relation_sources s JOIN graph_relations r ON r.id = s.relation_id;
-        DROP TABLE graph_relation_sources;
-        ALTER TABLE graph_relation_sources_v9 RENAME TO graph_relation_sources;
-        CREATE INDEX graph_relation_sources_by_chunk ON graph_relation_sources (chunk_rowid);
-        CREATE INDEX graph_relation_sources_by_relation ON graph_relation_sources (relation_id);
+        _provenance_keyed_by_namespace(
+            "graph_mentions", "entity_id", "graph_entities", "count INTEGER NOT NULL DEFAULT 1"
+        )
+        + _provenance_keyed_by_namespace(
+            "graph_relation_sources", "relation_id", "graph_relations", "weight REAL NOT NULL DEFAULT 1.0"
+        )
+        + """
         CREATE TABLE graph_chunks_v9 (
             chunk_rowid INTEGER NOT NULL,
             ns_id INTEGER NOT NULL,
