@@ -235,21 +235,12 @@ class Searcher:
 
         fused = fuse()
         if mode == "hybrid" and hp.time_weight > 0 and asks_when(req.search_text):
-            # the when leg: the fused candidates that say when, in their fused order (scope.py)
-            t_when = time.perf_counter()
-            top = fused[:WHEN_DEPTH]
-            held = self.legs.holding(namespace, time_word_terms(), [r for r, _ in top])
-            if held:  # conversation turns only: a document dates its facts (1857, 2023-05-08), a turn says "yesterday"
-                turns = self.store.fetch(sorted(held))
-                held = {r for r, row in turns.items() if is_turn(row)}
-            if held and len(held) < len(top):  # all or none: the leg would only echo the fusion
-                hits["when"] = [(r, sc) for r, sc in top if r in held]
+            when, reports["when"] = self._when_leg(namespace, fused)
+            if when:
+                hits["when"] = when
                 order.append("when")
                 weights["when"] = hp.time_weight
                 fused = fuse()
-            reports["when"] = LegReport(
-                status="ok", took_ms=round((time.perf_counter() - t_when) * 1000, 3), returned=len(hits.get("when", ()))
-            )
         # weight 0 removes a leg's contribution; a chunk only such legs found is dropped
         live = {r for n in order if weights[n] > 0 for r, _ in hits[n]}
         fused = [(r, s) for r, s in fused if r in live][: keep or req.top_k]
@@ -287,6 +278,18 @@ class Searcher:
             fusion=used,
             leg_weights={n: round(weights[n], 6) for n in order},
         )
+
+    def _when_leg(self, namespace: str, fused: list[tuple[int, float]]) -> tuple[list[LegHit], LegReport]:
+        """The when leg (scope.py): of the fused top :data:`WHEN_DEPTH`, the conversation turns that
+        say when, in their fused order; empty when none or all of them do (it would only echo the
+        fusion). A document dates its facts ("in 1857"), a turn says "yesterday": only turns count."""
+        t0 = time.perf_counter()
+        top = fused[:WHEN_DEPTH]
+        held = self.legs.holding(namespace, time_word_terms(), [r for r, _ in top])
+        if held:
+            held = {r for r, row in self.store.fetch(sorted(held)).items() if is_turn(row)}
+        when = [(r, sc) for r, sc in top if r in held] if held and len(held) < len(top) else []
+        return when, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(when))
 
     @staticmethod
     def _dense_share(hits: dict[str, list[LegHit]], terms: list[str]) -> float:
