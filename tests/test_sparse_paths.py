@@ -301,3 +301,41 @@ def test_rwlock_writer_waits_for_readers_and_goes_before_new_ones() -> None:
     for t in (r1, w, r2):
         t.join(5)
     assert order == ["reader-1 done", "writer", "reader-2"]
+
+
+def test_the_kernel_scratch_is_clean_between_queries_indexes_and_threads() -> None:
+    """The kernel keeps each thread's accumulator between queries and zeroes only what a query
+    touched: queries alternating between a large and a small index (the scratch sized by the
+    larger), pruned and not, filtered and not, in four threads at once, each equal to the
+    exhaustive scorer."""
+    rng = random.Random(5)
+    vocab = [f"w{i}" for i in range(300)]
+    weights = [1 / (i + 1) for i in range(len(vocab))]
+    big, small = SparseIndex(), SparseIndex()
+    big.load(1, [(r, " ".join(zipf_doc(rng, vocab, weights))) for r in range(1, 4001)])
+    small.load(1, [(r, " ".join(zipf_doc(rng, vocab, weights))) for r in range(1, 301)])
+    cases = []
+    for _ in range(120):
+        idx = rng.choice([big, small])
+        terms = rng.choices(vocab, weights, k=rng.randint(1, 8))
+        arr = None
+        if rng.random() < 0.3:
+            arr = np.array(sorted(rng.sample(range(1, len(idx) + 1), min(len(idx), 250))), dtype=np.int64)
+        cases.append((idx, terms, rng.choice([1, 10, 50]), arr))
+    want = [idx.search_exhaustive(t, k, a) for idx, t, k, a in cases]
+    errors: list[str] = []
+
+    def worker(order: list[int]) -> None:
+        for i in order:
+            idx, t, k, a = cases[i]
+            if idx.search(t, k, a) != want[i]:
+                errors.append(f"case {i}")
+
+    threads = [threading.Thread(target=worker, args=(rng.sample(range(len(cases)), len(cases)),)) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:5]
+    worker(list(range(len(cases))))  # and once more in this thread, after the others
+    assert not errors
