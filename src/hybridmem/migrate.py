@@ -127,17 +127,13 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
             (src_ns,),
         ).fetchall()
         mentions = r.execute(
-            "SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
-            "ON e.id = m.entity_id WHERE e.ns_id=?",
-            (src_ns,),
+            "SELECT entity_id, chunk_rowid, count FROM graph_mentions WHERE ns_id=?", (src_ns,)
         ).fetchall()
         rels = r.execute(
             "SELECT id, src, dst, type, description FROM graph_relations WHERE ns_id=? ORDER BY id", (src_ns,)
         ).fetchall()
         sources = r.execute(
-            "SELECT s.relation_id, s.chunk_rowid, s.weight FROM graph_relation_sources s JOIN "
-            "graph_relations r ON r.id = s.relation_id WHERE r.ns_id=?",
-            (src_ns,),
+            "SELECT relation_id, chunk_rowid, weight FROM graph_relation_sources WHERE ns_id=?", (src_ns,)
         ).fetchall()
         gchunks = r.execute(
             "SELECT chunk_rowid, extractor, extracted_at FROM graph_chunks WHERE ns_id=?", (src_ns,)

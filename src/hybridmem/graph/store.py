@@ -291,8 +291,7 @@ class GraphStore:
             }
             mentions: dict[int, dict[int, int]] = {}
             for eid, rid, cnt in db.execute(
-                "SELECT m.entity_id, m.chunk_rowid, m.count FROM graph_mentions m JOIN graph_entities e "
-                "ON e.id = m.entity_id WHERE e.ns_id=? ORDER BY m.entity_id, m.chunk_rowid",
+                "SELECT entity_id, chunk_rowid, count FROM graph_mentions WHERE ns_id=? ORDER BY entity_id, chunk_rowid",
                 (ns,),
             ):
                 mentions.setdefault(eid, {})[rid] = cnt
@@ -308,7 +307,7 @@ class GraphStore:
             if rels and len(rels) <= 200_000:
                 for s, d, typ, cr in db.execute(
                     "SELECT r.src, r.dst, r.type, s.chunk_rowid FROM graph_relations r JOIN graph_relation_sources s "
-                    "ON s.relation_id = r.id WHERE r.ns_id=? AND r.type != 'co_occurs' "
+                    "ON s.ns_id = r.ns_id AND s.relation_id = r.id WHERE r.ns_id=? AND r.type != 'co_occurs' "
                     "ORDER BY r.id, s.chunk_rowid",
                     (ns,),
                 ):
@@ -370,15 +369,9 @@ class GraphStore:
             if ns is None:
                 return
             db.execute("DELETE FROM graph_chunks WHERE ns_id=?", (ns,))
-            db.execute(
-                "DELETE FROM graph_relation_sources WHERE relation_id IN "
-                "(SELECT id FROM graph_relations WHERE ns_id=?)",
-                (ns,),
-            )
+            db.execute("DELETE FROM graph_relation_sources WHERE ns_id=?", (ns,))
             db.execute("DELETE FROM graph_relations WHERE ns_id=?", (ns,))
-            db.execute(
-                "DELETE FROM graph_mentions WHERE entity_id IN (SELECT id FROM graph_entities WHERE ns_id=?)", (ns,)
-            )
+            db.execute("DELETE FROM graph_mentions WHERE ns_id=?", (ns,))
             db.execute("DELETE FROM graph_entities WHERE ns_id=?", (ns,))
             db.execute("DELETE FROM graph_communities WHERE ns_id=?", (ns,))
             db.execute("INSERT INTO graph_state (ns_id) VALUES (?) ON CONFLICT (ns_id) DO NOTHING", (ns,))
