@@ -141,20 +141,29 @@ def time_filter(mentions: Sequence[TimeMention]) -> Filter | None:
     return ranges[0] if len(ranges) == 1 else Or(tuple(ranges))
 
 
+def _session_and_turn(meta: dict[str, Any]) -> tuple[str | None, int | None]:
+    """A memory's session id and turn number, from its metadata (None where it has none)."""
+    session, turn = meta.get("session_id"), meta.get("turn")
+    return (
+        session if isinstance(session, str) else None,
+        turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+    )
+
+
 def is_turn(row: ChunkRow) -> bool:
     """True for a conversation turn (``Memory.add_messages``, or a document with a session and a turn
     number in its metadata)."""
-    turn = row.metadata.get("turn")
-    return isinstance(row.metadata.get("session_id"), str) and isinstance(turn, int) and not isinstance(turn, bool)
+    session, turn = _session_and_turn(row.metadata)
+    return session is not None and turn is not None
 
 
 def conversation_fields(row: ChunkRow) -> dict[str, Any]:
     """A result's conversation fields (from its metadata) and times (ISO 8601 UTC)."""
     meta = row.metadata
-    turn = meta.get("turn")
+    session, turn = _session_and_turn(meta)
     return {
-        "session_id": meta["session_id"] if isinstance(meta.get("session_id"), str) else None,
-        "turn": turn if isinstance(turn, int) and not isinstance(turn, bool) else None,
+        "session_id": session,
+        "turn": turn,
         "speaker": meta["speaker"] if isinstance(meta.get("speaker"), str) else None,
         "role": meta["role"] if isinstance(meta.get("role"), str) else None,
         "occurred_at": iso_time(row.occurred_at),

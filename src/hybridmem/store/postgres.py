@@ -1670,7 +1670,7 @@ class PostgresLegs:
         return self.store.search_dense(namespace, q, allowed, k)
 
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
-        return self.store.holding(namespace, terms, rowids) if terms and rowids else set()
+        return self.store.holding(namespace, terms, rowids)
 
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         return write()
