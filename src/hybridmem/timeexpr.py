@@ -57,27 +57,6 @@ __all__ = ["LANGUAGES", "TIME_WORDS", "TimeMention", "asks_when", "find_time_exp
 #: the languages :func:`find_time_expressions` has rules for
 LANGUAGES = ("en", "fr", "de", "es", "zh")
 
-#: words that place what a text says in time, per language: a memory holding one says *when*
-#: (``retrieve.scope.time_word_terms`` turns them into index terms). Left out: words that are
-#: mostly something else ("may", "march", "fall"; French "été" = been, "hier" whose stem is
-#: English "hi"; Spanish "hace" = does, "noche" whose stem is German "noch"; "année" whose stem is
-#: the name Anne)
-TIME_WORDS = {
-    "en": "yesterday today tomorrow tonight week weekend month year ago monday tuesday wednesday thursday "
-    "friday saturday sunday january february april june july august september october november december "
-    "morning evening night summer winter spring autumn",
-    "fr": "aujourd'hui demain semaine week-end mois lundi mardi mercredi jeudi vendredi samedi dimanche "
-    "janvier février avril mai juin juillet août septembre octobre novembre décembre matin soir hiver "
-    "printemps automne",
-    "de": "gestern heute morgen woche wochenende monat jahr montag dienstag mittwoch donnerstag freitag samstag "
-    "sonntag januar februar märz april mai juni juli august september oktober november dezember abend "
-    "sommer winter frühling herbst",
-    "es": "ayer hoy mañana semana mes año lunes martes miércoles jueves viernes sábado domingo enero febrero "
-    "marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre verano invierno primavera otoño",
-    "zh": "昨天 今天 明天 前天 后天 上周 下周 本周 周末 星期 礼拜 去年 今年 明年 上个月 下个月 早上 晚上 "
-    "一月 二月 三月 四月 五月 六月 七月 八月 九月 十月",
-}
-
 # a question that asks *when* (its answer is a time), per language. "when", "quand" and "cuando"
 # are also conjunctions ("what did she say when …"): they count at the start of the question, or
 # "when" before an auxiliary, "quand" before "est-ce"; accented "cuándo" is always a question
@@ -211,6 +190,32 @@ _RELATION_PREFIXES: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 _YEAR_OFFSETS = {"last": -1, "this": 0, "next": 1, "前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+
+#: month, weekday and season names that are mostly something else: not time words ("may", "march",
+#: "fall"; French "mars" is also the planet)
+_NOT_TIME_WORDS = frozenset({"may", "march", "mars", "fall"})
+
+
+def _names(*tables: dict[str, int]) -> str:
+    return " ".join(k for t in tables for k in t if k not in _NOT_TIME_WORDS)
+
+
+#: words that place what a text says in time, per language: a memory holding one says *when*
+#: (``retrieve.scope.time_word_terms`` turns them into index terms): the month, weekday and
+#: (English) season names above, and the words for days, parts of days and units. Left out: words
+#: that are mostly something else (French "été" = been, "hier" whose stem is English "hi";
+#: Spanish "hace" = does, "noche" whose stem is German "noch"; "année" whose stem is the name Anne)
+TIME_WORDS = {
+    "en": "yesterday today tomorrow tonight week weekend month year ago morning evening night "
+    + _names(_MONTHS_EN, _WEEKDAYS_EN, _SEASONS),
+    "fr": "aujourd'hui demain semaine week-end mois matin soir hiver printemps automne "
+    + _names(_MONTHS_FR, _WEEKDAYS_FR),
+    "de": "gestern heute morgen woche wochenende monat jahr abend sommer winter frühling herbst "
+    + _names(_MONTHS_DE, _WEEKDAYS_DE),
+    "es": "ayer hoy mañana semana mes año verano invierno primavera otoño " + _names(_MONTHS_ES, _WEEKDAYS_ES),
+    "zh": "昨天 今天 明天 前天 后天 上周 下周 本周 周末 星期 礼拜 去年 今年 明年 上个月 下个月 早上 晚上 "
+    "一月 二月 三月 四月 五月 六月 七月 八月 九月 十月",
+}
 
 # ---------------------------------------------------------------------------------------------------
 # regex pieces
