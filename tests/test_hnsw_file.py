@@ -164,8 +164,9 @@ from usearch.index import Index
 from hybridmem.retrieve.hnsw_file import HnswFile
 rng = np.random.default_rng(int(sys.argv[2]))
 f = HnswFile(Path(sys.argv[1]), "default", {"embedder": "test", "dim": 32})
-while True:  # save graphs of changing sizes until killed
-    n = int(rng.integers(2000, 6000))
+for j in range(150):  # save graphs of changing sizes until killed
+    # sizes unique over every child of the test (seed i): truth-<n>.npy names one graph's vectors
+    n = 2000 + 150 * int(sys.argv[2]) + j
     idx = Index(ndim=32, metric="ip", dtype="f32", connectivity=16, expansion_add=128)
     m = rng.standard_normal((n, 32)).astype(np.float32)
     idx.add(np.arange(n, dtype=np.uint64), m / np.linalg.norm(m, axis=1, keepdims=True))
