@@ -41,6 +41,11 @@ def _keep_share(db: Path, share: float, seed: int) -> None:
         con.executemany("DELETE FROM vectors WHERE chunk_rowid=?", [(r,) for r in drop])
         con.executemany("INSERT INTO embed_queue VALUES (?, '2026-01-01T00:00:00Z')", [(r,) for r in drop])
         con.execute("UPDATE namespaces SET vec_version = vec_version + 1")
+        # the store keeps each namespace's queue count (schema 10): counted afresh, as a write would
+        con.execute(
+            "UPDATE namespaces SET n_pending = (SELECT count(*) FROM embed_queue q "
+            "JOIN chunks c ON c.id = q.chunk_rowid WHERE c.ns_id = namespaces.id)"
+        )
     con.close()
 
 
