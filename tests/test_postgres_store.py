@@ -510,3 +510,54 @@ def test_every_key_holds_the_namespace_as_a_distributed_postgres_needs(pg):
     with store._conn() as conn:
         for table in ("vectors", "embed_queue", "graph_mentions", "graph_relation_sources", "graph_chunks"):
             assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0, table
+
+
+def test_the_counters_every_write_bumps_live_in_a_table_keyed_by_the_namespace(pg, pg_url):
+    """PostgreSQL schema 8: the versions and counts each write bumps (chunk and vector versions,
+    chunk count and total length, queue count) live in ``namespace_stats``, keyed by ``ns_id``
+    (distributed with the tenant's rows on Citus), not in ``namespaces`` (a reference table there,
+    where every update is a two-phase commit to every node). A store of schema 7 migrates with its
+    counts, and answers and writes as before."""
+    pg.add_documents([{"id": f"d{i}", "text": f"pool timeout HEL-{4000 + i}"} for i in range(12)], namespace="a")
+    pg.add_documents([{"id": f"e{i}", "text": f"cache retry {i}"} for i in range(5)], namespace="b")
+    pg.embed_pending(limit=4)
+    st_ = pg.store
+    schema = st_.schema
+    before = {
+        ns: (st_.chunk_version(ns), st_.vector_version(ns), st_.chunk_count(ns), st_.pending_count(ns))
+        for ns in ("a", "b")
+    }
+    answer = [r.chunk_id for r in pg.search("HEL-4003", namespace="a", mode="bm25").results]
+    assert before["a"][2] == 12 and before["a"][3] + before["b"][3] == 13 and answer[0] == "d3_p1"
+    with st_._conn() as conn:
+        cols = {
+            r[0]
+            for r in conn.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = %s AND table_name = 'namespaces'",
+                (schema,),
+            )
+        }
+        assert cols == {"id", "name", "created_at"}  # nothing a write updates
+        # back to schema 7: the counters on namespaces, no namespace_stats
+        for col in ("vec_version", "chunk_version", "n_chunks", "total_len", "n_pending"):
+            conn.execute(f"ALTER TABLE namespaces ADD COLUMN {col} BIGINT NOT NULL DEFAULT 0")
+            conn.execute(f"UPDATE namespaces n SET {col} = s.{col} FROM namespace_stats s WHERE s.ns_id = n.id")
+        conn.execute("DROP TABLE namespace_stats")
+        conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    pg.close()
+    with Memory(pg_url, embedder="hash", auto_embed=False) as m:
+        st2 = m.store
+        assert m.stats().schema_version == type(st2).schema_version == 8
+        after = {
+            ns: (st2.chunk_version(ns), st2.vector_version(ns), st2.chunk_count(ns), st2.pending_count(ns))
+            for ns in ("a", "b")
+        }
+        assert after == before
+        assert [r.chunk_id for r in m.search("HEL-4003", namespace="a", mode="bm25").results] == answer
+        m.add_documents([{"id": "d99", "text": "pool timeout HEL-4099"}], namespace="a")
+        m.delete("e0", namespace="b")
+        assert st2.chunk_count("a") == 13 and st2.chunk_count("b") == 4
+        assert st2.chunk_version("a") == before["a"][0] + 1 and st2.pending_count("a") == before["a"][3] + 1
+        waiting = st2.pending_count()
+        assert waiting == st2.pending_count("a") + st2.pending_count("b") > 0
+        assert m.embed_pending() == waiting and st2.pending_count() == 0

@@ -262,6 +262,34 @@ def test_namespaces_are_a_hard_boundary(mem):
     assert mem.search("narwhalcode", namespace="C").results == []
 
 
+def test_the_by_id_reads_keep_to_the_namespace_they_are_given(mem):
+    """fetch, vectors_for and pending_among, given a namespace (as the query path always gives
+    it), return none of another namespace's rows: a second guard behind the legs' pre-filter, and
+    the namespace that lets a distributed PostgreSQL route the read to one shard."""
+    mem.add_documents([{"id": f"a{i}", "text": f"alpha note {i} about the pool"} for i in range(3)], namespace="A")
+    mem.add_documents([{"id": f"b{i}", "text": f"beta note {i} about the pool"} for i in range(2)], namespace="B")
+    st = mem.store
+    a, b = st.filter_rowids("A", None).tolist(), st.filter_rowids("B", None).tolist()
+    both = a + b
+    assert len(a) == 3 and len(b) == 2
+    # nothing embedded yet: every chunk waits, and each namespace sees only its own
+    assert st.pending_among(both) == set(both)
+    assert st.pending_among(both, "A") == set(a) and st.pending_among(both, "B") == set(b)
+    assert st.pending_among(both, "nowhere") == set()
+    mem.embed_pending()
+    assert st.pending_among(both, "A") == set()
+    assert set(st.fetch(both)) == set(both)
+    assert set(st.fetch(both, "A")) == set(a) and set(st.fetch(both, "B")) == set(b)
+    assert all(row.text.startswith("alpha") for row in st.fetch(both, "A").values())
+    assert st.fetch(both, "nowhere") == {}
+    ids_all, vecs_all = st.vectors_for(both)
+    ids_a, vecs_a = st.vectors_for(both, "A")
+    assert sorted(ids_all.tolist()) == sorted(both) and sorted(ids_a.tolist()) == sorted(a)
+    by_id = {int(i): v for i, v in zip(ids_all, vecs_all)}
+    assert all(np.array_equal(by_id[int(i)], v) for i, v in zip(ids_a, vecs_a))
+    assert len(st.vectors_for(both, "nowhere")[0]) == 0
+
+
 def test_bad_namespace(mem):
     with pytest.raises(ValidationError) as ei:
         mem.add("x", namespace="")

@@ -366,7 +366,7 @@ class Memory:
         last = self.store.max_turn(ns, session_id)
         previous = None
         if last is not None:  # the session's last message: the context of the first new one
-            rows = self.store.fetch(self.store.session_turns(ns, session_id, last, last, None))
+            rows = self.store.fetch(self.store.session_turns(ns, session_id, last, last, None), ns)
             previous = "\n".join(r.text for r in rows.values()) or None
         docs = messages_to_documents(
             parsed,

@@ -553,7 +553,7 @@ class GraphRAG:
             hint = f"; did you mean: {', '.join(close)}" if close else ""
             raise NotFoundError(f"no entity {name!r} in the graph of namespace {ns!r}{hint}")
         k, ename, typ, _ph, desc = data.entities[eid]
-        rows = self.store.fetch(list(data.mentions.get(eid, {})))
+        rows = self.store.fetch(list(data.mentions.get(eid, {})), ns)
         out_rel: list[dict[str, Any]]
         in_rel: list[dict[str, Any]]
         out_rel, in_rel = [], []
@@ -584,7 +584,7 @@ class GraphRAG:
         for c in self.gstore.communities(ns):
             for k in c.members:
                 comm.setdefault(k, {})[f"community_L{c.level}"] = c.community_id
-        rows = self.store.fetch([r for m in data.mentions.values() for r in m])
+        rows = self.store.fetch([r for m in data.mentions.values() for r in m], ns)
         for eid in g.nodes:
             attrs = g.nodes[eid]
             attrs.update(comm.get(attrs["key"], {}))

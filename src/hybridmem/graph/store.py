@@ -357,10 +357,6 @@ class GraphStore:
             "cooccurrence_edges": one("SELECT count(*) FROM graph_relations WHERE ns_id=? AND type = 'co_occurs'"),
         }
 
-    def chunk_ids(self, rowids: Sequence[int]) -> dict[int, tuple[str, str]]:
-        """rowid -> (chunk_id, doc_id)."""
-        return {r: (row.chunk_id, row.doc_id) for r, row in self.store.fetch(list(rowids)).items()}
-
     def clear(self, namespace: str) -> None:
         """Forget the namespace's graph (a full rebuild follows)."""
         store = self.store

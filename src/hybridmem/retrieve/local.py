@@ -185,7 +185,7 @@ class LocalLegs:
             )
             return None
         rowids, rows = idx.sample_mapped(PROBE, seed=len(idx))
-        ids, vecs = self.store.vectors_for(rowids.tolist()) if len(rowids) else (np.zeros(0, np.int64), None)
+        ids, vecs = self.store.vectors_for(rowids.tolist(), namespace) if len(rowids) else (np.zeros(0, np.int64), None)
         order = np.argsort(ids)
         if not np.array_equal(ids[order], rowids) or (vecs is not None and not np.array_equal(vecs[order], rows)):
             log.warning("the saved vectors of %r differ from the store's; loading the vectors", namespace)
@@ -375,7 +375,7 @@ class LocalLegs:
                 if idx.version < 0 or self._replay_dense(ns, idx) is None:
                     idx.version = -1  # reload on next query
                 continue
-            ids, vecs = self.store.vectors_for(added) if added else (np.zeros(0, np.int64), None)
+            ids, vecs = self.store.vectors_for(added, ns) if added else (np.zeros(0, np.int64), None)
             if vecs is not None and len(ids) and vecs.shape[1] != idx.dim:
                 idx.version = -1  # loaded empty before the dimension was known: reload on next query
                 continue
@@ -399,7 +399,7 @@ class LocalLegs:
         change or the vectors are of another dimension (the caller reloads)."""
 
         def apply(version: int, added: np.ndarray, removed: np.ndarray) -> bool:
-            ids, vecs = self.store.vectors_for(added.tolist()) if len(added) else (np.zeros(0, np.int64), None)
+            ids, vecs = self.store.vectors_for(added.tolist(), ns) if len(added) else (np.zeros(0, np.int64), None)
             if vecs is None or not len(ids):
                 vecs = np.zeros((0, idx.dim), np.float32)
             elif vecs.shape[1] != idx.dim:

@@ -184,7 +184,7 @@ def context_turns(store: Store, namespace: str, req: QueryRequest, results: list
         if r.session_id is None or r.turn is None:
             continue
         rowids = store.session_turns(namespace, r.session_id, r.turn - win.before, r.turn + win.after, as_of)
-        rows = store.fetch(rowids)
+        rows = store.fetch(rowids, namespace)
         r.context = [
             {
                 "chunk_id": row.chunk_id,

@@ -110,14 +110,14 @@ class Searcher:
             return (0.0 if c < self.min_dense_coverage else 1.0), 1.0
         return 1.0, 1.0
 
-    def _stand_in_dense_ranks(self, hits: dict[str, list[LegHit]]) -> list[tuple[int, float]]:
+    def _stand_in_dense_ranks(self, namespace: str, hits: dict[str, list[LegHit]]) -> list[tuple[int, float]]:
         """Policies ``impute*``: a BM25 hit that has no vector yet stands in the dense leg at its BM25
         rank (the dense leg is assumed to agree where it cannot see), so the chunks embedded so far
         are not favoured over the same chunks waiting for their vectors."""
         if not self.partial_dense.startswith("impute") or "bm25" not in hits:
             return []
         ranked = [r for r, _ in hits["bm25"]]
-        missing = self.store.pending_among(ranked)
+        missing = self.store.pending_among(ranked, namespace)
         return [(r, float(i)) for i, r in enumerate(ranked, start=1) if r in missing]
 
     def _namespace_warning(self, namespace: str) -> list[str]:
@@ -217,7 +217,7 @@ class Searcher:
             warnings.append(f"fusion {fusion} runs as rrf while {pending} chunks wait for their vectors")
             method = used = "rrf"
         stand_in = (
-            self._stand_in_dense_ranks(hits)
+            self._stand_in_dense_ranks(namespace, hits)
             if method not in SCORE_FUSIONS and pending and mode == "hybrid" and "dense" in hits
             else []
         )
@@ -244,7 +244,7 @@ class Searcher:
         # weight 0 removes a leg's contribution; a chunk only such legs found is dropped
         live = {r for n in order if weights[n] > 0 for r, _ in hits[n]}
         fused = [(r, s) for r, s in fused if r in live][: keep or req.top_k]
-        rows = self.store.fetch([r for r, _ in fused])
+        rows = self.store.fetch([r for r, _ in fused], namespace)
         rank_of = {n: {r: i for i, (r, _) in enumerate(hits[n], start=1)} for n in order}
         score_of = {n: dict(hits[n]) for n in order}
         results = []
@@ -287,7 +287,7 @@ class Searcher:
         top = fused[:WHEN_DEPTH]
         held = self.legs.holding(namespace, time_word_terms(), [r for r, _ in top])
         if held:
-            held = {r for r, row in self.store.fetch(sorted(held)).items() if is_turn(row)}
+            held = {r for r, row in self.store.fetch(sorted(held), namespace).items() if is_turn(row)}
         when = [(r, sc) for r, sc in top if r in held] if held and len(held) < len(top) else []
         return when, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(when))
 

@@ -123,6 +123,8 @@ def mark_at(db: SQLReader, ns: int, version: int, table: str = "chunk_log") -> s
 
 
 class _Snapshots(Protocol):
+    counters: tuple[str, str]  # (table, key column) of each namespace's versions and counts
+
     def namespace_id(self, name: str) -> int | None: ...
     def snapshot(self) -> AbstractContextManager[SQLReader]: ...
     def _bump(self, conn: Any, ns: int, column: str = ...) -> int: ...
@@ -132,7 +134,7 @@ class _Snapshots(Protocol):
 class ChangeLogReads:
     """The stores' change-log writes and reads (a mixin over ``namespace_id``, ``snapshot()``,
     ``_bump`` and ``_portable``, which both backends have): each read takes a counter and its log
-    in one snapshot."""
+    in one snapshot. Also the namespace a by-id read keeps to (:meth:`_scope`)."""
 
     def chunk_changes_since(self: _Snapshots, namespace: str, version: int) -> list[ChunkChange] | None:
         """The committed chunk changes after ``version`` up to the current one, or None when the
@@ -150,6 +152,14 @@ class ChangeLogReads:
     def vector_mark(self: _Snapshots, namespace: str, version: int) -> str | None:
         """The vector log's mark of ``version`` (:func:`mark_at`)."""
         return ChangeLogReads._mark(self, namespace, version, "vec_log")
+
+    def _scope(self: _Snapshots, namespace: str | None) -> int | None:
+        """The id of the namespace a by-id read keeps to: None for no namespace (every one), -1
+        for one the store does not hold (the read returns nothing)."""
+        if namespace is None:
+            return None
+        ns = self.namespace_id(namespace)
+        return -1 if ns is None else ns
 
     @staticmethod
     def _mark(store: _Snapshots, namespace: str, version: int, table: str) -> str | None:
@@ -179,5 +189,6 @@ class ChangeLogReads:
         if ns is None:
             return None
         with store.snapshot() as db:
-            row = db.execute(f"SELECT {counter} FROM namespaces WHERE id=?", (ns,)).fetchone()
+            table, key = store.counters
+            row = db.execute(f"SELECT {counter} FROM {table} WHERE {key}=?", (ns,)).fetchone()
             return None if row is None else since(db, ns, version, int(row[0]), LOGS[counter])

@@ -299,19 +299,64 @@ CREATE INDEX IF NOT EXISTS graph_chunks_by_rowid ON graph_chunks (chunk_rowid);
 DROP INDEX IF EXISTS graph_chunks_by_ns
 """
 
-#: every namespace's ``n_pending`` counted afresh (the migration, a reset of every vector)
-PENDING_RECOUNT = "UPDATE namespaces SET n_pending = (SELECT count(*) FROM embed_queue q WHERE q.ns_id = namespaces.id)"
-
 # each namespace's count of chunks waiting for a vector, kept by every write that queues or
 # unqueues in its own transaction: counting the queue was O(backlog) on every hybrid query
-_M7 = "ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS n_pending BIGINT NOT NULL DEFAULT 0;" + PENDING_RECOUNT
+_M7 = (
+    "ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS n_pending BIGINT NOT NULL DEFAULT 0;"
+    "UPDATE namespaces SET n_pending = (SELECT count(*) FROM embed_queue q WHERE q.ns_id = namespaces.id)"
+)
+
+# the counters every write bumps leave the namespaces table for one keyed by the namespace alone:
+# on a distributed PostgreSQL (Citus, docs/scaling.md) namespaces is a reference table, copied to
+# every node, where each update is a two-phase commit to all of them; namespace_stats is
+# distributed by ns_id with the tenant's other rows, so a write's bump stays on its shard.
+# Re-runnable (the columns re-added empty, the copy keeping rows already moved), as _M6 is
+_M8 = """
+CREATE TABLE IF NOT EXISTS namespace_stats (
+    ns_id BIGINT PRIMARY KEY REFERENCES namespaces(id),
+    vec_version BIGINT NOT NULL DEFAULT 0,
+    chunk_version BIGINT NOT NULL DEFAULT 0,
+    n_chunks BIGINT NOT NULL DEFAULT 0,
+    total_len BIGINT NOT NULL DEFAULT 0,
+    n_pending BIGINT NOT NULL DEFAULT 0
+);
+ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS vec_version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS chunk_version BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS n_chunks BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS total_len BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE namespaces ADD COLUMN IF NOT EXISTS n_pending BIGINT NOT NULL DEFAULT 0;
+INSERT INTO namespace_stats (ns_id, vec_version, chunk_version, n_chunks, total_len, n_pending)
+    SELECT id, vec_version, chunk_version, n_chunks, total_len, n_pending FROM namespaces
+    ON CONFLICT (ns_id) DO NOTHING;
+ALTER TABLE namespaces DROP COLUMN IF EXISTS vec_version;
+ALTER TABLE namespaces DROP COLUMN IF EXISTS chunk_version;
+ALTER TABLE namespaces DROP COLUMN IF EXISTS n_chunks;
+ALTER TABLE namespaces DROP COLUMN IF EXISTS total_len;
+ALTER TABLE namespaces DROP COLUMN IF EXISTS n_pending
+"""
+
+#: every namespace's ``n_pending`` counted afresh (a reset of every vector)
+PENDING_RECOUNT = (
+    "UPDATE namespace_stats SET n_pending = (SELECT count(*) FROM embed_queue q WHERE q.ns_id = namespace_stats.ns_id)"
+)
 
 #: numbered migrations; index i upgrades schema version i to i + 1
-MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5, _M6, _M7]
+MIGRATIONS: list[str] = [_M1 + graph_sql.graph_tables("postgres"), _M2, _M3, _M4, _M5, _M6, _M7, _M8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 # ---------------------------------------------------------------------------------------------- adapters
+def _by_ids(
+    column: str, ns: int | None, rowids: Sequence[int], ns_column: str = "ns_id"
+) -> tuple[str, tuple[Any, ...]]:
+    """The WHERE clause of a by-id statement: ``column = ANY(rowids)``, led by the namespace when
+    known, so that a distributed PostgreSQL (Citus, docs/scaling.md) routes it to one shard."""
+    ids = [int(r) for r in rowids]
+    if ns is None:
+        return f"{column} = ANY(%s)", (ids,)
+    return f"{ns_column}=%s AND {column} = ANY(%s)", (ns, ids)
+
+
 def _one(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
     """The row of a ``fetchone()`` that always returns one (an aggregate, ``RETURNING``, a known id)."""
     assert row is not None
@@ -367,7 +412,10 @@ class _AutoReader:
 # ---------------------------------------------------------------------------------------------- store
 class PostgresStore(changelog_sql.ChangeLogReads):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
-    namespace across processes by a row lock on the namespace."""
+    namespace across processes by a row lock on the namespace's counters."""
+
+    #: where each namespace's versions and counts live (changelog_sql reads them there)
+    counters = ("namespace_stats", "ns_id")
 
     schema_version = SCHEMA_VERSION
     #: the BM25 and dense legs run in SQL (``search_sparse``, ``search_dense``)
@@ -618,7 +666,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     (_now(),),
                 )
                 conn.execute(PENDING_RECOUNT)
-                conn.execute("UPDATE namespaces SET vec_version = vec_version + 1")
+                conn.execute("UPDATE namespace_stats SET vec_version = vec_version + 1")
             if dim and (old is None or int(old[0]) != int(dim) or reset_vectors):
                 conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
                 if conn.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None:
@@ -677,8 +725,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     "INSERT INTO namespaces (name, created_at) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING",
                     (name, _now()),
                 )
-                row = conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone()
-                return int(_one(row)[0])  # cached only after commit
+                ns = int(_one(conn.execute("SELECT id FROM namespaces WHERE name=%s", (name,)).fetchone())[0])
+                conn.execute("INSERT INTO namespace_stats (ns_id) VALUES (%s) ON CONFLICT DO NOTHING", (ns,))
+                return ns  # cached only after commit
         if row is None:
             return None
         self._ns_cache[name] = int(row[0])
@@ -688,7 +737,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         """The namespace id, its row locked for this transaction (one writer per namespace)."""
         ns = self.namespace_id(name, conn, create=create)
         if ns is not None:
-            conn.execute("SELECT 1 FROM namespaces WHERE id=%s FOR UPDATE", (ns,))
+            conn.execute("SELECT 1 FROM namespace_stats WHERE ns_id=%s FOR UPDATE", (ns,))
         return ns
 
     # ------------------------------------------------------------------ writes
@@ -772,7 +821,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id = ANY(%s)", (ns, replaced))
                 self._insert_rows(conn, ns, doc_rows, chunk_rows, post_rows, queue_rows, vec_rows, df, keys)
                 conn.execute(
-                    "UPDATE namespaces SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id=%s",
+                    "UPDATE namespace_stats SET n_chunks = n_chunks + %s, total_len = total_len + %s WHERE ns_id=%s",
                     (len(chunk_rows), total_len, ns),
                 )
                 added_chunks = [r[0] for r in chunk_rows] + retired  # a retired chunk: its visibility changed
@@ -890,7 +939,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post_rows)
             self._copy(cur, "embed_queue (ns_id, chunk_rowid, enqueued_at)", queue_rows)
             if queue_rows:
-                cur.execute("UPDATE namespaces SET n_pending = n_pending + %s WHERE id=%s", (len(queue_rows), ns))
+                cur.execute(
+                    "UPDATE namespace_stats SET n_pending = n_pending + %s WHERE ns_id=%s", (len(queue_rows), ns)
+                )
             self._copy(cur, "vectors (chunk_rowid, ns_id, embedding)", vec_rows)
             if df:
                 terms_l = list(df)
@@ -1013,7 +1064,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
     @staticmethod
     def _bump(conn: psycopg.Connection, ns: int, column: str = "vec_version") -> int:
         assert column in ("vec_version", "chunk_version")
-        row = conn.execute(f"UPDATE namespaces SET {column} = {column} + 1 WHERE id=%s RETURNING {column}", (ns,))
+        row = conn.execute(
+            f"UPDATE namespace_stats SET {column} = {column} + 1 WHERE ns_id=%s RETURNING {column}", (ns,)
+        )
         return int(_one(row.fetchone())[0])
 
     @staticmethod
@@ -1049,7 +1102,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             )
             conn.execute("DELETE FROM term_df WHERE ns_id=%s AND term = ANY(%s) AND df <= 0", (ns, terms_l))
         conn.execute(
-            "UPDATE namespaces SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE id=%s",
+            "UPDATE namespace_stats SET n_chunks = n_chunks - %s, total_len = total_len - %s WHERE ns_id=%s",
             (len(rows), total, ns),
         )
         for i in range(0, len(rowids), 500):
@@ -1058,8 +1111,8 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             "DELETE FROM embed_queue WHERE ns_id=%s AND chunk_rowid = ANY(%s)", (ns, rowids)
         ).rowcount
         if unqueued:
-            conn.execute("UPDATE namespaces SET n_pending = n_pending - %s WHERE id=%s", (unqueued, ns))
-        conn.execute("DELETE FROM chunks WHERE id = ANY(%s)", (rowids,))  # vectors cascade
+            conn.execute("UPDATE namespace_stats SET n_pending = n_pending - %s WHERE ns_id=%s", (unqueued, ns))
+        conn.execute("DELETE FROM chunks WHERE ns_id=%s AND id = ANY(%s)", (ns, rowids))  # vectors cascade
 
     def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
         """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
@@ -1091,7 +1144,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 if rowids:
                     removed_vecs += [
                         r[0]
-                        for r in conn.execute("SELECT chunk_rowid FROM vectors WHERE chunk_rowid = ANY(%s)", (rowids,))
+                        for r in conn.execute(
+                            "SELECT chunk_rowid FROM vectors WHERE ns_id=%s AND chunk_rowid = ANY(%s)", (ns, rowids)
+                        )
                     ]
                 removed_chunks += rowids
                 self._delete_chunk_rows(conn, ns, rowids)
@@ -1122,7 +1177,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
 
         n = 0
         with self._wlock, conn.transaction():
-            for (ns,) in conn.execute("SELECT id FROM namespaces ORDER BY id FOR UPDATE").fetchall():
+            for (ns,) in conn.execute("SELECT ns_id FROM namespace_stats ORDER BY ns_id FOR UPDATE").fetchall():
                 conn.execute("DELETE FROM postings WHERE ns_id=%s", (ns,))
                 conn.execute("DELETE FROM term_df WHERE ns_id=%s", (ns,))
                 rows = conn.execute("SELECT id, text, lang, context FROM chunks WHERE ns_id=%s", (ns,)).fetchall()
@@ -1139,7 +1194,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                     cur.executemany("UPDATE chunks SET tokens=%s, n_tokens=%s WHERE id=%s", upd)
                     self._copy(cur, "postings (ns_id, term, chunk_rowid, tf, dl)", post)
                     self._copy(cur, "term_df (ns_id, term, df)", [(ns, t, c) for t, c in df.items()])
-                conn.execute("UPDATE namespaces SET n_chunks=%s, total_len=%s WHERE id=%s", (len(rows), total, ns))
+                conn.execute(
+                    "UPDATE namespace_stats SET n_chunks=%s, total_len=%s WHERE ns_id=%s", (len(rows), total, ns)
+                )
                 self._bump(conn, ns, "chunk_version")
                 n += len(rows)
         return n
@@ -1155,25 +1212,25 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 (limit,),
             ).fetchall()
 
-    def pending_among(self, rowids: Sequence[int]) -> set[int]:
-        """The chunks among ``rowids`` that still wait for their vector."""
-        if not rowids:
+    def pending_among(self, rowids: Sequence[int], namespace: str | None = None) -> set[int]:
+        """The chunks among ``rowids`` (of ``namespace`` when given) that still wait for their vector."""
+        ns = self._scope(namespace)
+        if not rowids or ns == -1:
             return set()
+        where, params = _by_ids("chunk_rowid", ns, rowids)
         with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid = ANY(%s)", ([int(r) for r in rowids],)
-            ).fetchall()
+            rows = conn.execute(f"SELECT chunk_rowid FROM embed_queue WHERE {where}", params).fetchall()
         return {int(r[0]) for r in rows}
 
     def pending_count(self, namespace: str | None = None) -> int:
         """Chunks waiting for a vector: the namespaces' counters (O(1), whatever the backlog)."""
         with self._conn() as conn:
             if namespace is None:
-                return int(_one(conn.execute("SELECT coalesce(sum(n_pending), 0) FROM namespaces").fetchone())[0])
+                return int(_one(conn.execute("SELECT coalesce(sum(n_pending), 0) FROM namespace_stats").fetchone())[0])
             ns = self.namespace_id(namespace)
             if ns is None:
                 return 0
-            row = conn.execute("SELECT n_pending FROM namespaces WHERE id=%s", (ns,)).fetchone()
+            row = conn.execute("SELECT n_pending FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone()
             return int(row[0]) if row else 0
 
     def store_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> WriteResult:
@@ -1200,7 +1257,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             ).fetchall()
             unqueued = Counter(int(r[0]) for r in gone)
             for ns in sorted(unqueued):  # in namespace order, as every writer locks them
-                conn.execute("UPDATE namespaces SET n_pending = n_pending - %s WHERE id=%s", (unqueued[ns], ns))
+                conn.execute("UPDATE namespace_stats SET n_pending = n_pending - %s WHERE ns_id=%s", (unqueued[ns], ns))
             rows: list[tuple[int, int, np.ndarray]] = []
             by_ns: dict[int, list[int]] = {}
             for rid, th, vec in items:
@@ -1226,7 +1283,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         if ns is None:
             return 0
         with self._conn() as conn:
-            row = conn.execute(f"SELECT {column} FROM namespaces WHERE id=%s", (ns,)).fetchone()
+            row = conn.execute(f"SELECT {column} FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone()
         return int(row[0]) if row else 0
 
     def vector_version(self, namespace: str) -> int:
@@ -1240,7 +1297,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         if ns is None:
             return 0, []
         with self.snapshot() as db:
-            version = int(_one(db.execute("SELECT chunk_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
+            version = int(
+                _one(db.execute("SELECT chunk_version FROM namespace_stats WHERE ns_id=?", (ns,)).fetchone())[0]
+            )
             rows = db.execute("SELECT id, tokens FROM chunks WHERE ns_id=? ORDER BY id", (ns,)).fetchall()
         return version, rows
 
@@ -1260,7 +1319,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         if ns is None:
             return 0, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         with self.snapshot() as db:
-            version = int(_one(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone())[0])
+            version = int(
+                _one(db.execute("SELECT vec_version FROM namespace_stats WHERE ns_id=?", (ns,)).fetchone())[0]
+            )
             ids, m = _vectors_binary(
                 db.conn, "SELECT chunk_rowid, embedding FROM vectors WHERE ns_id=%s ORDER BY chunk_rowid", (ns,)
             )
@@ -1268,12 +1329,12 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
         return version, ids, m
 
-    def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def vectors_for(self, rowids: Sequence[int], namespace: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        ns = self._scope(namespace)
+        where, params = _by_ids("chunk_rowid", ns, [] if ns == -1 else rowids)
         with self._conn() as conn:
             return _vectors_binary(
-                conn,
-                "SELECT chunk_rowid, embedding FROM vectors WHERE chunk_rowid = ANY(%s)",
-                ([int(r) for r in rowids],),
+                conn, f"SELECT chunk_rowid, embedding FROM vectors WHERE {where} ORDER BY chunk_rowid", params
             )
 
     # ------------------------------------------------------------------ the legs, in SQL
@@ -1309,7 +1370,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                      SELECT n_chunks::float8 AS n,
                             {K1}::float8 * (1.0::float8 - {B}::float8) AS c1,
                             {K1}::float8 * {B}::float8 / NULLIF(total_len::float8 / NULLIF(n_chunks, 0), 0) AS c2
-                     FROM namespaces WHERE id = %s),
+                     FROM namespace_stats WHERE ns_id = %s),
                  w AS MATERIALIZED (
                      SELECT d.term, CASE WHEN x.idf > 0 THEN x.idf ELSE {BM25_IDF_FLOOR}::float8 END AS idf
                      FROM term_df d CROSS JOIN s,
@@ -1359,7 +1420,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         params = [qv, *fparams, ns, qv, k]
         with self._conn() as conn, conn.transaction():
             if not exact and self.exact_threshold > 0:
-                version = _one(conn.execute("SELECT vec_version FROM namespaces WHERE id=%s", (ns,)).fetchone())[0]
+                version = _one(
+                    conn.execute("SELECT vec_version FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone()
+                )[0]
                 cached = self._vcount.get(ns)
                 if cached is None or cached[0] != version:
                     n_vec = _one(conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone())[0]
@@ -1410,12 +1473,16 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         with self._conn() as conn:
             return {r[0] for r in conn.execute("SELECT key FROM metadata_keys WHERE ns_id=%s", (ns,))}
 
-    def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+    def fetch(self, rowids: Sequence[int], namespace: str | None = None) -> dict[int, ChunkRow]:
+        ns = self._scope(namespace)
+        if ns == -1:
+            return {}
+        where, params = _by_ids("c.id", ns, rowids, ns_column="c.ns_id")
         with self._conn() as conn:
             rows = conn.execute(
                 f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, d.occurred_at, d.recorded_at, "
-                f"d.valid_to, d.version FROM chunks c {_DOC_JOIN} WHERE c.id = ANY(%s)",
-                ([int(r) for r in rowids],),
+                f"d.valid_to, d.version FROM chunks c {_DOC_JOIN} WHERE {where}",
+                params,
             ).fetchall()
         return {r[0]: ChunkRow(*r) for r in rows}
 
@@ -1570,7 +1637,7 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         if ns is None:
             return 0
         with self._conn() as conn:
-            return int(_one(conn.execute("SELECT n_chunks FROM namespaces WHERE id=%s", (ns,)).fetchone())[0])
+            return int(_one(conn.execute("SELECT n_chunks FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone())[0])
 
     def integrity_check(self) -> str:
         """``ok``, or what is inconsistent: chunk statistics, document frequencies, postings, and
@@ -1578,7 +1645,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
         problems: list[str] = []
         with self.snapshot() as db:
             for ns, name in db.execute("SELECT id, name FROM namespaces ORDER BY id").fetchall():
-                n, total = _one(db.execute("SELECT n_chunks, total_len FROM namespaces WHERE id=?", (ns,)).fetchone())
+                n, total = _one(
+                    db.execute("SELECT n_chunks, total_len FROM namespace_stats WHERE ns_id=?", (ns,)).fetchone()
+                )
                 cn, ct = _one(
                     db.execute(
                         "SELECT count(*), coalesce(sum(n_tokens), 0) FROM chunks WHERE ns_id=?", (ns,)

@@ -331,6 +331,8 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
     """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
 
     schema_version = 0  # set below, once the migrations are listed
+    #: where each namespace's versions and counts live (changelog_sql reads them there)
+    counters = ("namespaces", "id")
     #: the legs run over in-process indexes loaded from this store (see ``Memory``), not in SQL
     native_search = False
 
@@ -825,10 +827,17 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             (limit,),
         ).fetchall()
 
-    def pending_among(self, rowids: Sequence[int]) -> set[int]:
-        """The chunks among ``rowids`` that still wait for their vector."""
-        sql = "SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid IN ({marks})"
-        return {r[0] for r in _select_in(self.reader, sql, list(rowids))}
+    def pending_among(self, rowids: Sequence[int], namespace: str | None = None) -> set[int]:
+        """The chunks among ``rowids`` (of ``namespace`` when given) that still wait for their vector."""
+        ns = self._scope(namespace)
+        if ns is None:
+            sql = "SELECT chunk_rowid FROM embed_queue WHERE chunk_rowid IN ({marks})"
+            return {r[0] for r in _select_in(self.reader, sql, list(rowids))}
+        sql = (
+            "SELECT q.chunk_rowid FROM embed_queue q JOIN chunks c ON c.id = q.chunk_rowid "
+            "WHERE c.ns_id=? AND q.chunk_rowid IN ({marks})"
+        )
+        return {r[0] for r in _select_in(self.reader, sql, list(rowids), (ns,))}
 
     def pending_count(self, namespace: str | None = None) -> int:
         """Chunks waiting for a vector (in ``namespace``, or in all): the namespaces' counters, which
@@ -931,13 +940,19 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         return version, rowids, matrix.copy()
 
-    def vectors_for(self, rowids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        rowids = list(rowids)
+    def vectors_for(self, rowids: Sequence[int], namespace: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        ns = self._scope(namespace)
+        sql = "SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({marks})"
+        head: tuple[Any, ...] = ()
+        if ns is not None:
+            sql = (
+                "SELECT v.chunk_rowid, v.vec FROM vectors v JOIN chunks c ON c.id = v.chunk_rowid "
+                "WHERE c.ns_id=? AND v.chunk_rowid IN ({marks}) ORDER BY v.chunk_rowid"
+            )  # the order of the statement without the join: an index applies vectors in it
+            head = (ns,)
         out_ids: list[int] = []
         blobs: list[bytes] = []
-        for rid, blob in _select_in(
-            self.reader, "SELECT chunk_rowid, vec FROM vectors WHERE chunk_rowid IN ({marks})", rowids
-        ):
+        for rid, blob in _select_in(self.reader, sql, list(rowids), head):
             out_ids.append(rid)
             blobs.append(blob)
         if not blobs:
@@ -1017,14 +1032,15 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
             return set()
         return {r[0] for r in self.reader.execute("SELECT key FROM metadata_keys WHERE ns_id=?", (ns,))}
 
-    def fetch(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
+    def fetch(self, rowids: Sequence[int], namespace: str | None = None) -> dict[int, ChunkRow]:
+        ns = self._scope(namespace)
         sql = (
             f"SELECT c.id, c.chunk_id, c.doc_id, c.text, c.source, d.metadata, {_TIME_COLUMNS} "
-            f"FROM chunks c {_DOC_JOIN} WHERE c.id IN ({{marks}})"
+            f"FROM chunks c {_DOC_JOIN} WHERE {'' if ns is None else 'c.ns_id=? AND '}c.id IN ({{marks}}) ORDER BY c.id"
         )
         return {
             r[0]: ChunkRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7], r[8], r[9])
-            for r in _select_in(self.reader, sql, list(rowids))
+            for r in _select_in(self.reader, sql, list(rowids), () if ns is None else (ns,))
         }
 
     def get_document(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
