@@ -134,6 +134,10 @@ class HybridParams(BaseModel):
     time_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     #: weight of the recency leg (hybrid mode: the allowed memories by occurred_at, newest first); 0 = off
     recency_weight: float = Field(0.0, ge=0, le=1000, allow_inf_nan=False)
+    #: weight of the feedback leg (hybrid mode, when the first fused results are conversation turns):
+    #: BM25 again, over the query's terms plus the rarest terms of those results that the query
+    #: lacks (pseudo-relevance feedback); 0 = off
+    feedback_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (the BM25 and dense
     #: weights set for each query from what its legs returned, by the shipped model, feeding the
     #: fusion that model names: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``,

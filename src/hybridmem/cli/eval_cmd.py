@@ -30,7 +30,9 @@ def eval_cmd(
         None, "--out", help="Report folder (default .hybridmem/eval/<set>-<split>)."
     ),
     sweep: list[str] = typer.Option(
-        [], "--sweep", help="NAME=v1,v2,… over dense_weight, sparse_weight, exact_weight, rrf_k (repeatable)."
+        [],
+        "--sweep",
+        help="NAME=v1,v2,… over dense_weight, sparse_weight, exact_weight, feedback_weight, rrf_k (repeatable).",
     ),
     metric: str = typer.Option("ndcg@10", "--metric", help="Metric the sweep and comparisons use."),
     cache_dir: Path = typer.Option(

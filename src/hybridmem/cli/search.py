@@ -249,6 +249,9 @@ def search(
     graph_weight: Optional[float] = typer.Option(
         None, "--graph-weight", metavar="W", help="Weight of the graph leg (hybrid)."
     ),
+    feedback_weight: Optional[float] = typer.Option(
+        None, "--feedback-weight", metavar="W", help="Weight of the feedback leg (hybrid; 0 = off)."
+    ),
     fusion: Optional[str] = typer.Option(
         None,
         "--fusion",
@@ -303,6 +306,7 @@ def search(
                 "sparse_weight": sparse_weight,
                 "rrf_k_constant": rrf_k,
                 "graph_weight": graph_weight,
+                "feedback_weight": feedback_weight,
                 "fusion": fusion,
             },
         )

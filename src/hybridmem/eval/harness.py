@@ -38,16 +38,19 @@ __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 
 #: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
 #: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
-#: ``hybrid+time`` is the product's default (the time leg when a question names a time) and
-#: ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
+#: ``hybrid+time+feedback`` is the product's default (on conversation turns: the time legs when a
+#: question names a time or asks when, the feedback leg); ``hybrid+time`` the default before the
+#: feedback leg; ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
 #: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights and
-#: ``hybrid+time+adaptive`` the default with them (every other mode runs classic RRF, whatever
-#: HYBRIDMEM_FUSION says)
+#: ``hybrid+time+adaptive`` hybrid+time with them; ``hybrid+feedback`` is plain hybrid with the
+#: feedback leg (every other mode runs classic RRF, whatever HYBRIDMEM_FUSION says)
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
-    "hybrid+time": ({"time_weight": 1.0, "fusion": "rrf"}, None),
-    "hybrid+context": ({"time_weight": 1.0, "fusion": "rrf"}, {"before": 1, "after": 1}),
-    "hybrid+adaptive": ({"time_weight": 0.0, "fusion": "adaptive"}, None),
-    "hybrid+time+adaptive": ({"time_weight": 1.0, "fusion": "adaptive"}, None),
+    "hybrid+time": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "rrf"}, None),
+    "hybrid+context": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "rrf"}, {"before": 1, "after": 1}),
+    "hybrid+adaptive": ({"time_weight": 0.0, "feedback_weight": 0.0, "fusion": "adaptive"}, None),
+    "hybrid+time+adaptive": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "adaptive"}, None),
+    "hybrid+feedback": ({"time_weight": 0.0, "feedback_weight": 1.0, "fusion": "rrf"}, None),
+    "hybrid+time+feedback": ({"time_weight": 1.0, "feedback_weight": 1.0, "fusion": "rrf"}, None),
 }
 ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
 #: the single-leg modes hybrid is compared with
@@ -62,6 +65,7 @@ SWEEP_KEYS = {
     "dense_weight": "dense_weight",
     "sparse_weight": "sparse_weight",
     "exact_weight": "exact_weight",
+    "feedback_weight": "feedback_weight",
     "rrf_k": "rrf_k_constant",
     "rrf_k_constant": "rrf_k_constant",
 }
@@ -207,7 +211,7 @@ def _run_mode(
     rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
     rerank_notes: dict[str, int] = {}
     # every mode names its fusion: a HYBRIDMEM_FUSION in the environment does not change what is measured
-    plain = {"time_weight": 0.0, "fusion": "rrf"} if mode == "hybrid" else {"fusion": "rrf"}
+    plain = {"time_weight": 0.0, "feedback_weight": 0.0, "fusion": "rrf"} if mode == "hybrid" else {"fusion": "rrf"}
     agent, window = AGENT_MODES.get(mode, (plain, None))
     for qid, text in ds.queries.items():
         req: dict[str, Any] = {
@@ -325,6 +329,8 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
         ("hybrid+context", "hybrid", "hybrid + context window vs hybrid"),
         ("hybrid+adaptive", "hybrid", "adaptive fusion vs classic RRF"),
         ("hybrid+time+adaptive", "hybrid+time", "adaptive fusion vs classic RRF, both with the time leg"),
+        ("hybrid+feedback", "hybrid", "hybrid + feedback leg vs hybrid"),
+        ("hybrid+time+feedback", "hybrid+time", "feedback leg, both with the time leg"),
     ):
         if modes.get(other, {}).get("status") != "ok" or modes.get(base, {}).get("status") != "ok":
             continue

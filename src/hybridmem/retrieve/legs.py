@@ -51,6 +51,10 @@ class Legs(Protocol):
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         """The chunks among ``rowids`` whose indexed tokens include at least one of ``terms``."""
 
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(chunks, {term: document frequency}) of the namespace, as its BM25 leg counts them, for
+        the ``terms`` it holds (absent terms left out)."""
+
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         """Run one store write and bring the legs up to date with it before any query of this
         process can see the store's new version."""
@@ -101,6 +105,9 @@ class ProcessBM25Legs:
 
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         return self.local.holding(namespace, terms, rowids)
+
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return self.local.doc_freqs(namespace, terms)
 
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         return self.local.commit(write)

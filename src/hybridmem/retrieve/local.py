@@ -93,6 +93,9 @@ class LocalLegs:
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         return self.sparse_index(namespace).holding(terms, rowids) if terms and rowids else set()
 
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return self.sparse_index(namespace).doc_freqs(terms)
+
     def allowed(self, namespace: str, flt: Filter) -> Allowed:
         return Allowed(flt, rowids=self._allowed_rowids(namespace, flt))
 

@@ -3,6 +3,7 @@ pre-filter, fuse them with weighted RRF, and build the contract response with pe
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -36,10 +37,13 @@ from .scope import (
 )
 from .types import LegHit, QueryEncoder
 
-__all__ = ["Searcher", "LegHit", "build_request", "WHEN_DEPTH"]
+__all__ = ["Searcher", "LegHit", "build_request", "FEEDBACK_DOCS", "FEEDBACK_TERMS", "WHEN_DEPTH"]
 
 #: fused candidates the when leg looks at (LoCoMo's when-questions: nDCG@10 the same at 50 and 100)
 WHEN_DEPTH = 50
+#: the feedback leg: the first fused results whose terms it reads, and the terms it adds to the query
+FEEDBACK_DOCS = 3
+FEEDBACK_TERMS = 10
 
 
 @dataclass
@@ -234,6 +238,13 @@ class Searcher:
             )
 
         fused = fuse()
+        if mode == "hybrid" and hp.feedback_weight > 0 and terms and fused:
+            feedback, reports["feedback"] = self._feedback_leg(namespace, terms, fused, allowed, k)
+            if feedback:
+                hits["feedback"] = feedback
+                order.append("feedback")
+                weights["feedback"] = hp.feedback_weight
+                fused = fuse()
         if mode == "hybrid" and hp.time_weight > 0 and asks_when(req.search_text):
             when, reports["when"] = self._when_leg(namespace, fused)
             if when:
@@ -290,6 +301,31 @@ class Searcher:
             held = {r for r, row in self.store.fetch(sorted(held), namespace).items() if is_turn(row)}
         when = [(r, sc) for r, sc in top if r in held] if held and len(held) < len(top) else []
         return when, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(when))
+
+    def _feedback_leg(
+        self, namespace: str, terms: list[str], fused: list[tuple[int, float]], allowed: Allowed | None, k: int
+    ) -> tuple[list[LegHit], LegReport]:
+        """The feedback leg (pseudo-relevance feedback, RM3's idea as one RRF leg): BM25 over the query's
+        terms plus the :data:`FEEDBACK_TERMS` terms of the fused top :data:`FEEDBACK_DOCS` that the query
+        lacks, each scored by the sum of its idf, ln(N / df), over those results that hold it (ties by
+        term). It reaches what shares the best results' words but not the question's (LoCoMo: Recall@10
+        +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on documents it is
+        not measured yet. Same pre-filter as every leg; one more BM25 query, after the fusion it reads."""
+        t0 = time.perf_counter()
+        top = [r for r, _ in fused[:FEEDBACK_DOCS]]
+        rows = self.store.fetch(top, namespace)
+        if not all(r in rows and is_turn(rows[r]) for r in top):
+            return [], LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=0)
+        have = set(terms)
+        held: dict[str, int] = {}
+        for _, toks in self.store.tokens_for(namespace, top):
+            for t in set(toks.split()) - have:
+                held[t] = held.get(t, 0) + 1
+        n, df = self.legs.doc_freqs(namespace, list(held)) if held else (0, {})
+        gain = {t: held[t] * math.log(n / f) for t, f in df.items() if 0 < f < n}
+        extra = sorted(gain, key=lambda t: (-gain[t], t))[:FEEDBACK_TERMS]
+        out = self.legs.sparse(namespace, [*terms, *extra], allowed, k) if extra else []
+        return out, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(out))
 
     @staticmethod
     def _dense_share(hits: dict[str, list[LegHit]], terms: list[str]) -> float:
@@ -420,7 +456,7 @@ def build_request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -
         raise ValidationError(f"a query is a string, a dict or a QueryRequest, got {type(request).__name__}")
     hp = {
         k: kwargs.pop(k)
-        for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight")
+        for k in ("dense_weight", "sparse_weight", "rrf_k_constant", "exact_weight", "graph_weight", "feedback_weight")
         if k in kwargs
     }
     if hp:

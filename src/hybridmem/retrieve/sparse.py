@@ -411,6 +411,21 @@ class SparseIndex:
         the same chunks and the same float32 scores either way."""
         return self._read(self._search, terms, k, allowed)
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(live chunks, {term: live document frequency}) for the ``terms`` the index holds (the
+        statistics its BM25 scores use; absent terms are left out)."""
+        with self._rw.read():
+            n_total = len(self._rowids)
+            dead = n_total > len(self._pos)
+            alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
+            out = {}
+            for t in dict.fromkeys(terms):
+                if (p := self._post.get(t)) is not None and (
+                    n := self._live_df(t, np.frombuffer(p[0], np.int32), alive)
+                ):
+                    out[t] = n
+            return len(self._pos), out
+
     def holding(self, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         """The chunks among ``rowids`` (live ones) that hold at least one of ``terms``: a binary
         search of each term's postings for the chunks' positions, so a few hundred candidates cost

@@ -1384,6 +1384,23 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(n_chunks, {term: df}) from the namespace's statistics, what :meth:`search_sparse` scores with."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return 0, {}
+        with self._conn() as conn:
+            row = conn.execute("SELECT n_chunks FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone()
+            rows = (
+                conn.execute(
+                    "SELECT term, df FROM term_df WHERE ns_id=%s AND term = ANY(%s) AND df > 0",
+                    (ns, list(dict.fromkeys(terms))),
+                ).fetchall()
+                if terms
+                else []
+            )
+        return (int(row[0]) if row else 0), {str(t): int(n) for t, n in rows}
+
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         """The chunks among ``rowids`` holding at least one of ``terms`` (index look-ups in the postings'
         primary key, one per term and chunk)."""
@@ -1740,6 +1757,9 @@ class PostgresLegs:
 
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         return self.store.holding(namespace, terms, rowids)
+
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        return self.store.doc_freqs(namespace, terms)
 
     def commit(self, write: Callable[[], WriteResult]) -> WriteResult:
         return write()
