@@ -7,7 +7,6 @@ corpora of ../shared/data tokenized as ingest does; and with queries and writes 
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 
@@ -17,7 +16,7 @@ import pytest
 from corpora import BEIR_SETS, beir_set
 from hybridmem.retrieve import sparse
 from hybridmem.retrieve.rwlock import RWLock
-from hybridmem.retrieve.sparse import BLOCK, SparseIndex
+from hybridmem.retrieve.sparse import SparseIndex
 from test_sparse import brute  # BM25 by brute force, in float64
 
 
@@ -26,7 +25,7 @@ class Counting:
 
     def __init__(self, idx: SparseIndex) -> None:
         self.direct = self.kernel = self.pruned = 0
-        self.postings = self.scanned = self.skipped = 0
+        self.postings = self.scanned = 0
         positions, kernel = idx._score_positions, idx._score_kernel
 
         def direct(*a):  # type: ignore[no-untyped-def]
@@ -40,7 +39,6 @@ class Counting:
             n_post = sum(len(p[0]) for _, p, _ in uniq)
             self.postings += n_post
             self.scanned += counts["scanned"]
-            self.skipped += counts["skipped"] > 0
             self.pruned += counts["scanned"] < n_post
             return got
 
@@ -69,11 +67,8 @@ def zipf_doc(rng: random.Random, vocab: list[str], weights: list[float]) -> list
     return rng.choices(vocab, weights, k=rng.randint(1, 40))
 
 
-@pytest.mark.parametrize(("seed", "block"), [(0, 64), (1, 64), (2, 4), (3, 1), (0, 0), (1, 0)])
-def test_both_paths_equal_brute_force_under_writes(seed: int, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    # block: the kernel's block-max MaxScore document at a time, with blocks of that many postings
-    # (1: every posting its own bound); 0: MaxScore term at a time
-    monkeypatch.setattr(sparse, "BLOCK", block)
+@pytest.mark.parametrize("seed", range(4))
+def test_both_paths_equal_brute_force_under_writes(seed: int) -> None:
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(600)]
     weights = [1 / (i + 1) for i in range(len(vocab))]
@@ -106,11 +101,9 @@ def test_both_paths_equal_brute_force_under_writes(seed: int, block: int, monkey
             check_top(got, brute(docs, terms, allowed), k)
     assert seen.direct > 20 and seen.kernel > 100  # both paths ran
     assert seen.pruned > 20  # and the kernel skipped postings
-    if block:
-        assert seen.skipped > 20  # whole blocks of chunks among them, unread
 
 
-def test_adversarial_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_adversarial_corpora() -> None:
     rng = random.Random(3)
     # every chunk holds "the" (idf at its floor), chunks of equal text (equal scores: ties by rowid),
     # and a sprinkling of rare terms
@@ -132,8 +125,7 @@ def test_adversarial_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
         ["absent"],
     ]
     filters = [None, np.array([5], dtype=np.int64), np.arange(1, 3001, 2), np.arange(1, 30)]
-    for terms, block in itertools.product(queries, (64, 2, 0)):
-        monkeypatch.setattr(sparse, "BLOCK", block)
+    for terms in queries:
         for k in (1, 10, 200, 5000):
             for arr in filters:
                 got = idx.search(terms, k, arr)
@@ -143,7 +135,6 @@ def test_adversarial_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
                     assert idx.search(terms, k, arr) == got
                 allowed = None if arr is None else set(arr.tolist())
                 check_top(got, brute(docs, terms, allowed), k)
-    monkeypatch.setattr(sparse, "BLOCK", BLOCK)
     # equal scores: the lowest rowids win, in rowid order
     same = idx.search(["same"], 10)
     assert [r for r, _ in same] == [3 * i for i in range(1, 11)]
@@ -174,14 +165,9 @@ def test_real_corpora_both_paths_agree(name: str, monkeypatch: pytest.MonkeyPatc
     assert seen.direct >= 100
 
 
-@pytest.mark.parametrize("block", [BLOCK, 4])
-def test_weight_bounds_hold_under_writes_and_a_moving_average_length(
-    block: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the cached bounds of a term (max tf / (tf + norm) over its postings and each block of them,
-    # taken at some avgdl) must stay >= the true maxima at today's avgdl while chunks of other
-    # lengths come and go
-    monkeypatch.setattr(sparse, "BLOCK", block)
+def test_weight_bounds_hold_under_writes_and_a_moving_average_length() -> None:
+    # the cached bound of a term (max tf / (tf + norm) over its postings, taken at some avgdl) must
+    # stay >= the true maximum at today's avgdl while chunks of other lengths come and go
     rng = random.Random(11)
     vocab = [f"t{i}" for i in range(30)]
     docs = {r: rng.choices(vocab, k=rng.randint(1, 6)) for r in range(1, 401)}
@@ -211,13 +197,6 @@ def test_weight_bounds_hold_under_writes_and_a_moving_average_length(
             with idx._rw.read():
                 ps, tfs = idx._post[term]
                 assert idx._bound(term, ps, tfs, avgdl) >= want * (1 - 1e-12), (step, term)
-                # and each block's bound over the block's live postings (dead ones may stay in)
-                ratios, _, scale = idx._blocks(term, ps, tfs, avgdl, block)
-                assert len(ratios) == -(-len(ps) // block)
-                for j, (p, tf) in enumerate(zip(ps, tfs)):
-                    if idx._alive[p]:
-                        r = tf / (tf + sparse.K1 * (1 - sparse.B + sparse.B * idx._dl[p] / avgdl))
-                        assert ratios[j // block] * scale >= r * (1 - 1e-12), (step, term, j)
 
 
 def test_the_kernel_refuses_arrays_that_do_not_fit() -> None:
@@ -238,20 +217,6 @@ def test_the_kernel_refuses_arrays_that_do_not_fit() -> None:
         kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, bytearray(1), None, 5)
     with pytest.raises(ValueError, match="out of range"):
         kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, -1)
-    with pytest.raises(ValueError, match="block maxima"):  # document at a time: each term's block maxima
-        kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, 5, 1)
-    with pytest.raises(ValueError, match="block maxima"):  # one per block of 1 posting: 2 needed
-        kernel.topk([(ps, tfs, 1.0, 9.0, array("d", [1.0]), 2.2)], dl, 3.5, rowids, 2, None, None, 5, 1)
-    with pytest.raises(ValueError, match="out of range"):
-        kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, 5, -1)
-    with pytest.raises(ValueError, match="power of two"):
-        kernel.topk([(ps, tfs, 1.0, 9.0, array("d", [1.0]), 2.2)], dl, 3.5, rowids, 2, None, None, 5, 3)
-    with pytest.raises(ValueError, match="out of range"):
-        kernel.block_ratios(array("i", [0, 5]), tfs, dl, 0, 64, 3.5)
-    assert (
-        kernel.topk([(ps, tfs, 1.0, 9.0, array("d", [1.0]), 2.2)], dl, 3.5, rowids, 2, None, None, 5, 2)[0]
-        == (kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, 5)[0])
-    )
     # a position past the chunks (never in an index's own postings) is skipped, not read
     assert kernel.topk([(array("i", [0, 5]), tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, 5)[0][0][0] == 7
 

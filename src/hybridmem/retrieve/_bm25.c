@@ -1,21 +1,18 @@
-/* Top-k BM25 over in-memory postings with dynamic pruning: block-max MaxScore document at a time
- * (run_daat, the default: sparse.BLOCK postings a block), or MaxScore term at a time (run, with
- * block 0: Turtle & Flood 1995).
+/* Top-k BM25 over in-memory postings with MaxScore pruning (Turtle & Flood 1995), term at a time.
  *
  * The scores are the bits of the numpy scorer in sparse.py (SparseIndex.search_exhaustive): every
  * weight is the same float32 expression, evaluated in the same order, and a chunk's weights are
  * summed in the same term order (ascending document frequency). Compiled with -ffp-contract=off so
  * no multiply-add is fused.
  *
- * Term at a time: terms come in that order. Phase 1 scans each term's postings into a float
- * accumulator while a heap keeps the k best chunks seen so far by (score desc, rowid asc); its k-th
- * score is a lower bound of the final k-th best, since a chunk's score only grows as terms are
- * added. As soon as the remaining terms' upper bounds add up to less than it, no chunk not yet seen
- * can reach the top k: phase 2 adds the remaining terms only to the chunks that still can (partial
- * score + the rest's bounds >= the k-th best), looking each up in the term's postings (galloping)
- * when they are few, scanning the postings when they are many. A chunk is dropped only when its
- * bound is below the k-th best, with a margin for float rounding: ties stay, and go to the smaller
- * rowid. Document at a time: see run_daat.
+ * Terms come in that order. Phase 1 scans each term's postings into a float accumulator while a
+ * heap keeps the k best chunks seen so far by (score desc, rowid asc); its k-th score is a lower
+ * bound of the final k-th best, since a chunk's score only grows as terms are added. As soon as
+ * the remaining terms' upper bounds add up to less than it, no chunk not yet seen can reach the
+ * top k: phase 2 adds the remaining terms only to the chunks that still can (partial score + the
+ * rest's bounds >= the k-th best), looking each up in the term's postings (galloping) when they
+ * are few, scanning the postings when they are many. A chunk is dropped only when its bound is
+ * below the k-th best, with a margin for float rounding: ties stay, and go to the smaller rowid.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,9 +32,7 @@ typedef struct {
     const int32_t *tf;
     Py_ssize_t n;
     float idf;
-    double ub;        /* an upper bound of the term's weight in any chunk */
-    const double *bm; /* block maxima: bm[b] * wscale bounds the weight in postings [b * block, (b + 1) * block) */
-    double wscale;
+    double ub; /* an upper bound of the term's weight in any chunk */
 } Term;
 
 typedef struct {
@@ -141,7 +136,7 @@ static inline Py_ssize_t gallop(const int32_t *pos, Py_ssize_t n, Py_ssize_t j, 
 }
 
 typedef struct {
-    Py_ssize_t scanned, looked_up, pruned_terms, skipped;
+    Py_ssize_t scanned, looked_up, pruned_terms;
 } Stats;
 
 /* Each thread's scratch, kept between its queries: the score accumulator and the heap's slots,
@@ -270,159 +265,6 @@ static int run(Term *t, Py_ssize_t q, const float *dl, float avgdl, const uint8_
     return 0;
 }
 
-
-/* Document at a time, block-max MaxScore (Turtle & Flood's MaxScore with the per-block maxima of
- * Ding & Suel 2011, as Lucene, PISA and tantivy do it). The terms are split by their bounds: the
- * smallest ones whose bounds add up to less than the k-th best so far are non-essential (a chunk
- * holding only those cannot reach the top k), the others essential. Chunks come in position order
- * from the essential terms' postings only. Before a chunk is scored, the essential terms' current
- * blocks' maxima plus the non-essential bounds bound every chunk up to the first of those blocks'
- * ends: below the k-th best, all of them are skipped unread. A chunk that may still make it has
- * the non-essential terms' block maxima added, then each looked up (largest bound first) while
- * the bound holds. A chunk's score is its weights summed in the terms' order, the bits of every
- * other path. Pruning drops only what is below the k-th best by more than MARGIN: ties stay. */
-static int run_daat(Term *t, Py_ssize_t q, Py_ssize_t block, const float *dl, float avgdl, const uint8_t *alive,
-                    const uint8_t *allowed, Heap *hp, Stats *st) {
-    int sh = 0; /* block = 1 << sh (sparse.py passes a power of two) */
-    while (((Py_ssize_t)1 << sh) < block) sh++;
-    Py_ssize_t *cur = calloc((size_t)q, sizeof(Py_ssize_t));
-    Py_ssize_t *ord = malloc((size_t)q * sizeof(Py_ssize_t));
-    double *cum = malloc((size_t)(q + 1) * sizeof(double));
-    float *w = malloc((size_t)q * sizeof(float));
-    uint8_t *has = calloc((size_t)q, 1);
-    int rc = -1;
-    if (!cur || !ord || !cum || !w || !has) goto out;
-    /* ord: the terms by bound, smallest first (insertion sort: queries are short) */
-    for (Py_ssize_t a = 0; a < q; a++) {
-        Py_ssize_t b = a;
-        while (b > 0 && t[ord[b - 1]].ub > t[a].ub) {
-            ord[b] = ord[b - 1];
-            b--;
-        }
-        ord[b] = a;
-    }
-    cum[0] = 0.0;
-    for (Py_ssize_t m = 0; m < q; m++) cum[m + 1] = cum[m] + t[ord[m]].ub;
-    Py_ssize_t ne = 0;             /* ord[0..ne): the non-essential terms */
-    int32_t range_end = -1;        /* the essential terms' current blocks hold every chunk up to it... */
-    double range_bound = 0.0;      /* ...and no chunk there scores above this */
-    Py_ssize_t range_ne = -1;      /* the split they were taken at */
-    for (;;) {
-        const int full = hp->n == hp->k;
-        const double th = floor_of(hp);
-        if (full)
-            while (ne < q && cum[ne + 1] * (1.0 + MARGIN) < th) ne++;
-        /* the next chunk: the smallest current position of an essential term */
-        int32_t d = INT32_MAX;
-        for (Py_ssize_t m = ne; m < q; m++) {
-            Py_ssize_t i = ord[m];
-            if (cur[i] < t[i].n && t[i].pos[cur[i]] < d) d = t[i].pos[cur[i]];
-        }
-        if (d == INT32_MAX) break; /* the essential terms are read: no other chunk can make it */
-        if (full) {
-            if (d > range_end || ne != range_ne) {
-                /* the essential terms' current blocks: a bound of every chunk from d to the first
-                 * block end (no block changes before a chunk past it is reached) */
-                double bound = cum[ne];
-                int32_t end = INT32_MAX;
-                for (Py_ssize_t m = ne; m < q; m++) {
-                    const Term *x = &t[ord[m]];
-                    Py_ssize_t c = cur[ord[m]];
-                    if (c >= x->n) continue;
-                    Py_ssize_t b = c >> sh, last = (b + 1) << sh;
-                    if (last > x->n) last = x->n;
-                    if (x->pos[last - 1] < end) end = x->pos[last - 1];
-                    bound += x->wscale * x->bm[b];
-                }
-                range_end = end;
-                range_bound = bound;
-                range_ne = ne;
-            }
-            if (range_bound * (1.0 + MARGIN) < th) {
-                for (Py_ssize_t m = ne; m < q; m++) {
-                    const Term *x = &t[ord[m]];
-                    cur[ord[m]] = gallop(x->pos, x->n, cur[ord[m]], range_end + 1);
-                }
-                range_end = -1;
-                st->skipped++;
-                continue;
-            }
-        }
-        const int ok = (!alive || alive[d]) && (!allowed || allowed[d]);
-        double partial = 0.0;
-        const float dld = ok ? dl[d] : 0.0f;
-        for (Py_ssize_t m = ne; m < q; m++) {
-            Py_ssize_t i = ord[m];
-            const Term *x = &t[i];
-            if (cur[i] < x->n && x->pos[cur[i]] == d) {
-                if (ok) {
-                    w[i] = weight(x->idf, x->tf[cur[i]], dld, avgdl);
-                    has[i] = 1;
-                    partial += w[i];
-                }
-                cur[i]++;
-                st->scanned++;
-            }
-        }
-        if (!ok) continue;
-        int out = 0;
-        if (ne) {
-            if (full && (partial + cum[ne]) * (1.0 + MARGIN) < th) {
-                out = 1;
-            } else {
-                /* the non-essential terms' blocks holding d, then their postings, largest bound first */
-                double bound = partial;
-                for (Py_ssize_t m = 0; m < ne; m++) {
-                    const Term *x = &t[ord[m]];
-                    Py_ssize_t c = cur[ord[m]], b = c >> sh, nb = ((x->n - 1) >> sh) + 1;
-                    while (b < nb && x->pos[((b + 1) << sh) < x->n ? ((b + 1) << sh) - 1 : x->n - 1] < d) b++;
-                    if (b >= nb) {
-                        cur[ord[m]] = x->n;
-                        continue;
-                    }
-                    if ((b << sh) > c) cur[ord[m]] = c = b << sh;
-                    if (x->pos[c] <= d) bound += x->wscale * x->bm[b];
-                }
-                for (Py_ssize_t m = ne - 1; m >= 0; m--) {
-                    Py_ssize_t i = ord[m];
-                    const Term *x = &t[i];
-                    if (full && bound * (1.0 + MARGIN) < th) {
-                        out = 1;
-                        break;
-                    }
-                    Py_ssize_t c = cur[i];
-                    if (c >= x->n || x->pos[c] > d) continue; /* d is not in this term: no bound was added */
-                    bound -= x->wscale * x->bm[c >> sh];
-                    Py_ssize_t j = gallop(x->pos, x->n, c, d);
-                    st->looked_up++;
-                    if (j < x->n && x->pos[j] == d) {
-                        w[i] = weight(x->idf, x->tf[j], dld, avgdl);
-                        has[i] = 1;
-                        bound += w[i];
-                        j++;
-                    }
-                    cur[i] = j;
-                }
-                if (!out && full && bound * (1.0 + MARGIN) < th) out = 1;
-            }
-        }
-        float s = 0.0f; /* in the terms' order: the bits of every other path */
-        for (Py_ssize_t i = 0; i < q; i++) {
-            if (has[i]) s += w[i];
-            has[i] = 0;
-        }
-        if (!out) offer(hp, d, s);
-    }
-    rc = 0;
-out:
-    free(cur);
-    free(ord);
-    free(cum);
-    free(w);
-    free(has);
-    return rc;
-}
-
 static int cmp_entry(const void *a, const void *b) {
     const Entry *x = a, *y = b;
     if (worse(x, y)) return 1;
@@ -462,17 +304,17 @@ PyDoc_STRVAR(topk_doc,
 static PyObject *topk(PyObject *self, PyObject *args) {
     PyObject *terms, *dl_o, *rowids_o, *alive_o, *allowed_o;
     double avgdl;
-    Py_ssize_t n_total, k, block = 0;
-    if (!PyArg_ParseTuple(args, "O!OdOnOOn|n", &PyList_Type, &terms, &dl_o, &avgdl, &rowids_o, &n_total, &alive_o,
-                          &allowed_o, &k, &block))
+    Py_ssize_t n_total, k;
+    if (!PyArg_ParseTuple(args, "O!OdOnOOn", &PyList_Type, &terms, &dl_o, &avgdl, &rowids_o, &n_total, &alive_o,
+                          &allowed_o, &k))
         return NULL;
-    if (n_total < 0 || n_total > INT32_MAX || k < 0 || block < 0 || (block & (block - 1))) {
-        PyErr_SetString(PyExc_ValueError, "n_total, k or block out of range (block: 0 or a power of two)");
+    if (n_total < 0 || n_total > INT32_MAX || k < 0) {
+        PyErr_SetString(PyExc_ValueError, "n_total or k out of range");
         return NULL;
     }
     if (k > n_total) k = n_total; /* never more hits than chunks: the heap is sized by k */
     Py_ssize_t q = PyList_GET_SIZE(terms);
-    Views v = {PyMem_Calloc((size_t)(3 * q + 4), sizeof(Py_buffer)), 0};
+    Views v = {PyMem_Calloc((size_t)(2 * q + 4), sizeof(Py_buffer)), 0};
     Term *t = PyMem_Calloc((size_t)(q ? q : 1), sizeof(Term));
     Heap hp = {NULL, NULL, 0, k, NULL};
     PyObject *out = NULL;
@@ -489,10 +331,10 @@ static PyObject *topk(PyObject *self, PyObject *args) {
     if (allowed_o != Py_None && !(allowed = take(&v, allowed_o, 1, n_total, "allowed", NULL))) goto done;
     for (Py_ssize_t i = 0; i < q; i++) {
         PyObject *it = PyList_GET_ITEM(terms, i);
-        PyObject *po, *to, *bo = Py_None;
-        double idf, ub, wscale = 0.0;
-        if (!PyArg_ParseTuple(it, "OOdd|Od", &po, &to, &idf, &ub, &bo, &wscale)) goto done;
-        Py_ssize_t np_, nt, nbm;
+        PyObject *po, *to;
+        double idf, ub;
+        if (!PyArg_ParseTuple(it, "OOdd", &po, &to, &idf, &ub)) goto done;
+        Py_ssize_t np_, nt;
         if (!(t[i].pos = take(&v, po, 4, 0, "positions", &np_))) goto done;
         if (!(t[i].tf = take(&v, to, 4, np_, "tfs", &nt))) goto done;
         if (nt != np_) {
@@ -502,16 +344,8 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         t[i].n = np_;
         t[i].idf = (float)idf;
         t[i].ub = ub;
-        t[i].wscale = wscale;
-        if (block) { /* document at a time: every term needs its block maxima */
-            if (bo == Py_None) {
-                PyErr_SetString(PyExc_ValueError, "a block size needs every term's block maxima");
-                goto done;
-            }
-            if (!(t[i].bm = take(&v, bo, 8, (np_ + block - 1) / block, "block maxima", &nbm))) goto done;
-        }
     }
-    Stats st = {0, 0, 0, 0};
+    Stats st = {0, 0, 0};
     if (k > 0 && n_total > 0) {
         Py_ssize_t total = 0;
         for (Py_ssize_t i = 0; i < q; i++) total += t[i].n;
@@ -523,11 +357,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         }
         hp.slot = sc->slot; /* all zero */
         int rc;
-        Py_BEGIN_ALLOW_THREADS;
-        if (block)
-            rc = run_daat(t, q, block, dl, (float)avgdl, alive, allowed, &hp, &st);
-        else
-            rc = run(t, q, dl, (float)avgdl, alive, allowed, n_total, &hp, &st, sc);
+        Py_BEGIN_ALLOW_THREADS rc = run(t, q, dl, (float)avgdl, alive, allowed, n_total, &hp, &st, sc);
         Py_END_ALLOW_THREADS;
         for (Py_ssize_t i = 0; i < hp.n; i++) hp.slot[hp.h[i].p] = 0; /* only heap entries hold a slot */
         hp.slot = NULL;
@@ -547,7 +377,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(hits, i, pair);
     }
-    out = Py_BuildValue("(Nnnn)", hits, st.scanned, st.looked_up, st.skipped);
+    out = Py_BuildValue("(Nnn)", hits, st.scanned, st.looked_up);
 done:
     release(&v);
     PyMem_Free(v.views);
@@ -556,21 +386,16 @@ done:
     return out;
 }
 
-PyDoc_STRVAR(blocks_doc,
-             "block_ratios(positions, tfs, dl, first, block, avgdl) -> bytes\n\n"
-             "for each block of `block` postings from block `first` on: the max over it of\n"
-             "tf / (tf + K1 * (1 - B + B * dl / avgdl)), as float64 bytes (the blocks' weight bounds,\n"
-             "over idf * (K1 + 1); grown by avgdl / this avgdl at a larger avgdl).");
+PyDoc_STRVAR(ratio_doc,
+             "max_ratio(positions, tfs, dl, start, avgdl) -> float\n\n"
+             "max over postings[start:] of tf / (tf + K1 * (1 - B + B * dl / avgdl)), in double:\n"
+             "the term's weight bound is idf * (K1 + 1) times it (and grows at most as avgdl does).");
 
-static PyObject *block_ratios(PyObject *self, PyObject *args) {
+static PyObject *max_ratio(PyObject *self, PyObject *args) {
     PyObject *po, *to, *dlo;
-    Py_ssize_t first, block;
+    Py_ssize_t start;
     double avgdl;
-    if (!PyArg_ParseTuple(args, "OOOnnd", &po, &to, &dlo, &first, &block, &avgdl)) return NULL;
-    if (block < 1 || first < 0) {
-        PyErr_SetString(PyExc_ValueError, "block or first out of range");
-        return NULL;
-    }
+    if (!PyArg_ParseTuple(args, "OOOnd", &po, &to, &dlo, &start, &avgdl)) return NULL;
     Py_buffer views[3];
     Views v = {views, 0};
     Py_ssize_t n, nt, nd;
@@ -581,24 +406,16 @@ static PyObject *block_ratios(PyObject *self, PyObject *args) {
     if (!tf) goto done;
     const float *dl = take(&v, dlo, 4, 0, "dl", &nd);
     if (!dl) goto done;
-    Py_ssize_t nb = (n + block - 1) / block, m = nb > first ? nb - first : 0;
-    out = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(double));
-    if (!out) goto done;
-    double *bm = (double *)PyBytes_AS_STRING(out);
-    for (Py_ssize_t b = 0; b < m; b++) {
-        Py_ssize_t lo = (first + b) * block, hi = lo + block < n ? lo + block : n;
-        double best = 0.0;
-        for (Py_ssize_t j = lo; j < hi; j++) {
-            if (pos[j] < 0 || pos[j] >= nd) {
-                PyErr_SetString(PyExc_ValueError, "a position is out of range");
-                Py_CLEAR(out);
-                goto done;
-            }
-            double f = (double)tf[j], r = f / (f + K1 * (1.0 - B + B * (double)dl[pos[j]] / avgdl));
-            if (r > best) best = r;
+    double best = 0.0;
+    for (Py_ssize_t j = start < 0 ? 0 : start; j < n; j++) {
+        if (pos[j] < 0 || pos[j] >= nd) {
+            PyErr_SetString(PyExc_ValueError, "a position is out of range");
+            goto done;
         }
-        bm[b] = best;
+        double f = (double)tf[j], r = f / (f + K1 * (1.0 - B + B * (double)dl[pos[j]] / avgdl));
+        if (r > best) best = r;
     }
+    out = PyFloat_FromDouble(best);
 done:
     release(&v);
     return out;
@@ -606,11 +423,11 @@ done:
 
 static PyMethodDef methods[] = {
     {"topk", topk, METH_VARARGS, topk_doc},
-    {"block_ratios", block_ratios, METH_VARARGS, blocks_doc},
+    {"max_ratio", max_ratio, METH_VARARGS, ratio_doc},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bm25", "BM25 top-k with block-max MaxScore pruning.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_bm25", "BM25 top-k with MaxScore pruning.", -1, methods};
 
 PyMODINIT_FUNC PyInit__bm25(void) {
     PyObject *m = PyModule_Create(&module);

@@ -8,7 +8,7 @@ K1: float
 B: float
 
 def topk(
-    terms: list[tuple[Buffer, Buffer, float, float]] | list[tuple[Buffer, Buffer, float, float, Buffer, float]],
+    terms: list[tuple[Buffer, Buffer, float, float]],
     dl: Buffer,
     avgdl: float,
     rowids: Buffer,
@@ -16,7 +16,6 @@ def topk(
     alive: Buffer | None,
     allowed: Buffer | None,
     k: int,
-    block: int = 0,
     /,
-) -> tuple[list[tuple[int, float]], int, int, int]: ...
-def block_ratios(positions: Buffer, tfs: Buffer, dl: Buffer, first: int, block: int, avgdl: float, /) -> bytes: ...
+) -> tuple[list[tuple[int, float]], int, int]: ...
+def max_ratio(positions: Buffer, tfs: Buffer, dl: Buffer, start: int, avgdl: float, /) -> float: ...

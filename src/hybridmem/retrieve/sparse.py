@@ -52,10 +52,7 @@ LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
 SAMPLE_STRIDE = 16  # top-k: every 16th chunk's score gives a threshold for the rest
 DIRECT_FACTOR = 8  # an allowed set this much smaller than the postings is scored by binary search
 DF_CACHE = 65_536  # terms whose live document frequency is cached while chunks are dead
-BOUND_CACHE = 65_536  # terms whose weight bounds (max tf / (tf + norm) over their postings' blocks) are cached
-#: postings per block of the block-max bounds; the kernel scores document at a time (block-max
-#: MaxScore) with them, or, at 0, term at a time with the terms' bounds only
-BLOCK = 64
+BOUND_CACHE = 65_536  # terms whose weight bound (max tf / (tf + norm) over their postings) is cached
 
 
 #: one term's (positions, term frequencies): int32 arrays, or int32 memoryviews of a mapped snapshot
@@ -125,11 +122,10 @@ class SparseIndex:
         self._allowed_at = ArrayKeyedCache()  # allowed rowids -> their live positions
         self._df: dict[str, tuple[int, int, int]] = {}  # term -> (postings, removals, live postings)
         self._removals = 0  # chunks removed so far: a cached live document frequency is stale
-        # term -> (postings covered, the max over each block of BLOCK postings of tf / (tf + norm),
-        # their max, the avgdl they are taken at, the block size): the term's weight bounds for
-        # (block-max) MaxScore; still bounds after removals (and, grown by avgdl / that avgdl, at any
-        # later avgdl), extended over postings added since
-        self._bounds: dict[str, tuple[int, array[float], float, float, int]] = {}
+        # term -> (postings covered, max over them of tf / (tf + norm), the avgdl it was taken at):
+        # the term's weight bound for MaxScore; still a bound after removals (and, grown by
+        # avgdl / that avgdl, at any later avgdl), extended over postings added since
+        self._bounds: dict[str, tuple[int, float, float]] = {}
 
     def __len__(self) -> int:
         return len(self._pos)
@@ -520,70 +516,45 @@ class SparseIndex:
         rowids: np.ndarray,
         counts: dict[str, Any] | None,
     ) -> list[tuple[int, float]]:
-        """Top-k by the compiled kernel (``_bm25.c``): block-max MaxScore document at a time (the
-        chunks whose blocks' bounds cannot reach the k best are skipped unread), or with ``BLOCK`` 0
-        MaxScore term at a time. The same list, the same float32 scores, as :meth:`_score_all`.
-        The kernel reads the arrays in place without the GIL (the read lock keeps writers out
-        meanwhile)."""
+        """Top-k by the compiled MaxScore kernel (``_bm25.c``): the terms whose bounds cannot bring
+        a new chunk into the top k are only looked up for the chunks that can still get there.
+        The same list, the same float32 scores, as :meth:`_score_all`. The kernel reads the
+        arrays in place without the GIL (the read lock keeps writers out meanwhile)."""
         assert _kernel is not None
         n_total, n_live = len(self._rowids), len(self._pos)
         avgdl = self._total_len / n_live
-        block = BLOCK
-        items: list[tuple[Any, ...]] = []
+        items = []
         for t, (pa, ta), n_t in uniq:
             idf = _idf(n_live, n_t)
-            ratios, top, scale = self._blocks(t, pa, ta, avgdl, block or len(pa) or 1)
-            wscale = float(np.float32(idf)) * (K1 + 1.0) * scale
-            items.append((pa, ta, idf, wscale * top, ratios, wscale) if block else (pa, ta, idf, wscale * top))
+            items.append((pa, ta, idf, float(np.float32(idf)) * (K1 + 1.0) * self._bound(t, pa, ta, avgdl)))
         alive = self._alive if n_total > n_live else None
         mask = None if allowed is None else self._allowed_mask(allowed, rowids, n_total)
         hits: list[tuple[int, float]]
-        hits, scanned, looked_up, skipped = _kernel.topk(
-            items, self._dl, avgdl, self._rowids, n_total, alive, mask, k, block
-        )
+        hits, scanned, looked_up = _kernel.topk(items, self._dl, avgdl, self._rowids, n_total, alive, mask, k)
         if counts is not None:
-            counts.update(scanned=scanned, looked_up=looked_up, skipped=skipped, path="kernel")
+            counts.update(scanned=scanned, looked_up=looked_up, path="kernel")
         return hits
 
     def _bound(self, term: str, ps: array[int] | memoryview, tfs: array[int] | memoryview, avgdl: float) -> float:
         """max over the term's postings of tf / (tf + norm) at ``avgdl``, or more (a bound): its
-        weight is at most idf·(K1 + 1) times it."""
-        _, top, scale = self._blocks(term, ps, tfs, avgdl, BLOCK or len(ps) or 1)
-        return top * scale
-
-    def _blocks(
-        self, term: str, ps: array[int] | memoryview, tfs: array[int] | memoryview, avgdl: float, block: int
-    ) -> tuple[array[float], float, float]:
-        """(ratios, top, scale): ``ratios[b] * scale`` bounds tf / (tf + norm) at ``avgdl`` over the
-        term's postings ``[b * block, (b + 1) * block)``, ``top * scale`` over all of them. Cached
-        per term: ratios taken at avgdl a0 hold at avgdl a times max(1, a / a0) (norm's length part
-        shrinks by at most a0 / a), so only the blocks of postings added since are read (the last
-        partial one again), taken at today's avgdl and grown by max(1, a0 / a) to stand at a0.
-        Takes the cache lock."""
+        weight is at most idf·(K1 + 1) times it. Cached per term; a bound taken at avgdl a0 holds
+        at avgdl a times max(1, a / a0) (norm's length part shrinks by at most a0 / a), so only
+        postings added since are read. Takes the cache lock."""
         assert _kernel is not None
         n = len(ps)
         with self._cache_lock:
             hit = self._bounds.get(term)
-        if hit is not None and hit[0] <= n and hit[4] == block:
-            covered, ratios, top, a0, _ = hit
-            if covered == n:
-                return ratios, top, max(1.0, avgdl / a0)
-            first = covered // block
-            new = np.frombuffer(_kernel.block_ratios(ps, tfs, self._dl, first, block, avgdl), dtype=np.float64)
-            if a0 > avgdl:
-                new = new * (a0 / avgdl)
-            ratios = ratios[:first]  # a copy: a query in flight keeps the array it was given
-            ratios.frombytes(new.tobytes())
-            top = max(top, float(new.max(initial=0.0)))
-        else:
-            a0 = avgdl
-            ratios = array("d", _kernel.block_ratios(ps, tfs, self._dl, 0, block, avgdl))
-            top = max(ratios, default=0.0)
+        start, prev = 0, 0.0
+        if hit is not None and hit[0] <= n:
+            start, prev = hit[0], hit[1] * max(1.0, avgdl / hit[2])
+            if start == n:
+                return prev
+        got: float = max(prev, _kernel.max_ratio(ps, tfs, self._dl, start, avgdl))
         with self._cache_lock:
             if len(self._bounds) >= BOUND_CACHE:
                 self._bounds.pop(next(iter(self._bounds)))
-            self._bounds[term] = (n, ratios, top, a0, block)
-        return ratios, top, max(1.0, avgdl / a0)
+            self._bounds[term] = (n, got, avgdl)
+        return got
 
     def _score_all(self, terms: Sequence[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """Every posting of every term scored into one float32 array, in :meth:`_terms`' order;
