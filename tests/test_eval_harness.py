@@ -164,6 +164,18 @@ def test_demo_set_without_splits_tunes_on_a_dev_half(tmp_path: Path) -> None:
     assert set(res["modes"]["bm25"]["metrics"]) == {"all", *ds.categories.values()}
 
 
+def test_the_feedback_weight_sweeps_from_classic_rrf_without_the_leg(tmp_path: Path) -> None:
+    ds = load_dataset("demo")
+    cfg = EvalConfig(
+        modes=("hybrid",), embedder="hash", cache_dir=tmp_path, sweep=parse_sweep(["feedback_weight=0,1.5"]), limit=8
+    )
+    sw = run_eval(ds, cfg)["sweep"]
+    assert [g["params"] for g in sw["grid"]] == [{"feedback_weight": 0.0}, {"feedback_weight": 1.5}]
+    assert sw["baseline"]["params"] == {"feedback_weight": 0.0} and CLASSIC["feedback_weight"] == 0.0
+    # documents get no feedback leg: the demo's pages score the same either way
+    assert sw["grid"][0]["tune"] == sw["grid"][1]["tune"]
+
+
 def test_bad_settings_are_named() -> None:
     for spec, msg in (
         ("dense=1,2", "NAME one of"),

@@ -73,6 +73,7 @@ CLASSIC = {
     "dense_weight": 1.0,
     "sparse_weight": 1.0,
     "exact_weight": 1.0,
+    "feedback_weight": 0.0,  # the sweep runs plain hybrid: no feedback leg unless swept
     "rrf_k_constant": float(config.DEFAULT_RRF_K),
 }
 
