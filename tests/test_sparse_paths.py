@@ -99,6 +99,9 @@ def test_both_paths_equal_brute_force_under_writes(seed: int) -> None:
         assert got == idx.search_exhaustive(terms, k, arr), (step, terms, k)
         if step % 10 == 0:
             check_top(got, brute(docs, terms, allowed), k)
+            # the statistics BM25 scores with (the feedback leg weighs its terms by them)
+            want = {t: c for t in dict.fromkeys(terms) if (c := sum(t in d for d in docs.values()))}
+            assert idx.doc_freqs([*terms, "absent"]) == (len(docs), want), step
     assert seen.direct > 20 and seen.kernel > 100  # both paths ran
     assert seen.pruned > 20  # and the kernel skipped postings
 

@@ -116,7 +116,7 @@ def test_holding_finds_the_chunks_that_hold_a_term() -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_postings_answer_the_same(pg_url: str) -> None:
+def test_postgres_postings_and_document_frequencies_answer_the_same(pg_url: str) -> None:
     from hybridmem.store.postgres import PostgresStore
 
     rng = random.Random(3)
@@ -132,6 +132,14 @@ def test_postgres_postings_answer_the_same(pg_url: str) -> None:
             assert store.holding("default", tokenize(" ".join(terms), "en"), cands) == want
             assert m.legs.holding("default", tokenize(" ".join(terms), "en"), cands) == want  # process leg
         assert store.holding("nowhere", ["week"], list(rows)) == set()
+        # and the document frequencies the feedback leg weighs terms by: the process index's
+        m.delete([f"d{i}" for i in range(0, 120, 7)])
+        idx = SparseIndex()
+        idx.load(1, store.tokens_for("default", list(range(1, 400))))
+        terms = tokenize(" ".join(vocab), "en") + ["absent"]
+        assert store.doc_freqs("default", terms) == idx.doc_freqs(terms)
+        assert store.doc_freqs("default", terms)[0] == 120 - len(range(0, 120, 7))
+        assert store.doc_freqs("nowhere", terms) == (0, {})
 
 
 CHAT = [
