@@ -4,6 +4,7 @@ same index in the same process), on a synthetic and a real corpus.
     python bench/bm25_speed.py                                     # synthetic 1M + packages (~440k)
     python bench/bm25_speed.py --corpora packages --size 200000 --queries 300
     python bench/bm25_speed.py --report bench/results/bm25-speed.json
+    python bench/bm25_speed.py --kernel-before OLD.so   # another build of the kernel beside this one
 
 Two corpora, tokenized as ingest does (language detected per chunk, ``index_tokens``), cached as
 token strings under ``--cache`` (tokenizing 1M chunks takes ~4 min), loaded with
@@ -194,6 +195,26 @@ def numpy_search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray
 SCORERS = {"old": baseline_search, "numpy": numpy_search, "kernel": SparseIndex.search}
 
 
+def load_kernel(path: Path) -> None:
+    """Add scorer ``before``: ``SparseIndex.search`` through another build of the kernel (a copy of
+    the ``_bm25`` shared object of an earlier commit), so both builds run on one index in one process."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bm25", path)
+    assert spec is not None and spec.loader is not None
+    other = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(other)
+
+    def before(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        kernel, sparse._kernel = sparse._kernel, other
+        try:
+            return idx.search(terms, k, allowed)
+        finally:
+            sparse._kernel = kernel
+
+    SCORERS["before"] = before
+
+
 def run(name: str, n: int, n_queries: int, cache: Path) -> dict:
     toks, queries = corpus(name, n, cache)
     idx = SparseIndex()
@@ -219,16 +240,27 @@ def run(name: str, n: int, n_queries: int, cache: Path) -> dict:
         for q in qs[:20]:  # warm-up (the filter's mask is cached, as Memory hands the same array)
             idx.search(q, k, flt)
             baseline_search(idx, q, k, flt)
-        times: dict[str, list[float]] = {"old": [], "numpy": [], "kernel": []}
+        times: dict[str, list[float]] = {tag: [] for tag in SCORERS}
         bad = off = scanned = looked = posted = 0
         for i, q in enumerate(qs[20:]):
             res = {}
+            # the terms' weight bounds are cached on first use: filled here, untimed, or the first
+            # kernel scorer in each rotation would pay for all (3 of 4 turns for ``kernel``)
+            idx.search(q, k, flt)
             runs = list(SCORERS.items())
-            for tag, fn in runs[i % 3 :] + runs[: i % 3]:  # each scorer first in turn
+            if "before" in SCORERS:
+                # the two kernel builds side by side, each first every other query (after the
+                # scorers that sweep the caches), so neither always follows them
+                pair = runs[2:] if i % 2 else runs[2:][::-1]
+                runs = runs[:2][i % 2 :] + runs[:2][: i % 2] + pair
+            else:
+                runs = runs[i % len(runs) :] + runs[: i % len(runs)]  # each scorer first in turn
+            for tag, fn in runs:
                 t = time.perf_counter()
                 res[tag] = fn(idx, q, k, flt)
                 times[tag].append((time.perf_counter() - t) * 1000)
             bad += res["numpy"] != res["kernel"]  # the same list, the same float32 scores
+            bad += "before" in res and res["before"] != res["kernel"]
             off += not same(res["old"], res["kernel"])
             _, c = idx.search_counted(q, k, flt)
             scanned, looked, posted = scanned + c["scanned"], looked + c["looked_up"], posted + c["postings"]
@@ -248,12 +280,22 @@ def run(name: str, n: int, n_queries: int, cache: Path) -> dict:
             "mismatches": bad,
             "differ_from_old": off,
         }
+        if "before" in times:  # another build of the kernel, same process
+            row["kernel_before_p50_ms"] = round(p50["before"], 3)
+            row["kernel_before_p95_ms"] = round(float(np.percentile(times["before"], 95)), 3)
+            row["kernel_vs_before_p50"] = round(p50["before"] / p50["kernel"], 3)
         out[label] = row
         print(
             f"  {name} {n_chunks:,} {label}: before p50 {row['before_p50_ms']} ms / p95 {row['before_p95_ms']}, "
             f"numpy p50 {row['numpy_p50_ms']} / p95 {row['numpy_p95_ms']}, "
             f"kernel p50 {row['after_p50_ms']} / p95 {row['after_p95_ms']} ({row['kernel_vs_numpy_p50']}x numpy); "
-            f"postings scanned {row['postings_scanned_share']:.0%}, mismatches {bad} (vs old {off})",
+            f"postings scanned {row['postings_scanned_share']:.0%}, mismatches {bad} (vs old {off})"
+            + (
+                f"; kernel before p50 {row['kernel_before_p50_ms']} / p95 {row['kernel_before_p95_ms']}, "
+                f"now {row['kernel_vs_before_p50']}x"
+                if "before" in times
+                else ""
+            ),
             flush=True,
         )
     out["rss_mb"] = round(rss_mb())
@@ -268,7 +310,10 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/hybridmem-bm25-cache"))
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "bm25-speed.json")
     ap.add_argument("--report", type=Path)
+    ap.add_argument("--kernel-before", type=Path, help="another build's _bm25 .so, run beside this one")
     a = ap.parse_args()
+    if a.kernel_before:
+        load_kernel(a.kernel_before)
     if a.report:
         print(json.dumps(json.loads(a.report.read_text()), indent=1))
         return

@@ -46,6 +46,7 @@ typedef struct {
     int32_t *slot; /* position -> heap index + 1, 0 when not in the heap */
     Py_ssize_t n, k;
     const int64_t *rowids;
+    float fl; /* a score below it changes nothing: the k-th best once the heap is full (-1 before) */
 } Heap;
 
 static inline float weight(float idf, int32_t tf, float dl, float avgdl) {
@@ -88,23 +89,31 @@ static void sift_up(Heap *hp, Py_ssize_t i) {
 }
 
 /* chunk p's score is now s (it only grows) */
-static inline void offer(Heap *hp, int32_t p, float s) {
+static void offer_slow(Heap *hp, int32_t p, float s) {
     int32_t at = hp->slot[p];
     if (at) {
         hp->h[at - 1].s = s;
         sift_down(hp, at - 1);
-        return;
+    } else {
+        Entry e = {s, hp->rowids[p], p};
+        if (hp->n < hp->k) {
+            hp->h[hp->n++] = e;
+            hp->slot[p] = (int32_t)hp->n;
+            sift_up(hp, hp->n - 1);
+        } else if (worse(&hp->h[0], &e)) {
+            hp->slot[hp->h[0].p] = 0;
+            heap_set(hp, 0, e);
+            sift_down(hp, 0);
+        }
     }
-    Entry e = {s, hp->rowids[p], p};
-    if (hp->n < hp->k) {
-        hp->h[hp->n++] = e;
-        hp->slot[p] = (int32_t)hp->n;
-        sift_up(hp, hp->n - 1);
-    } else if (worse(&hp->h[0], &e)) {
-        hp->slot[hp->h[0].p] = 0;
-        heap_set(hp, 0, e);
-        sift_down(hp, 0);
-    }
+    if (hp->n == hp->k) hp->fl = hp->h[0].s;
+}
+
+/* offer_slow only for a score that can change the heap: a chunk in the heap scores >= its k-th
+ * best, and one outside enters only at >= (a tie, by rowid). Below it, the heap's slot of p is not
+ * even read: one random access a posting fewer (most postings of a query are below it). */
+static inline void offer(Heap *hp, int32_t p, float s) {
+    if (s >= hp->fl) offer_slow(hp, p, s);
 }
 
 static inline double floor_of(const Heap *hp) { return hp->n == hp->k ? (double)hp->h[0].s : 0.0; }
@@ -316,7 +325,7 @@ static PyObject *topk(PyObject *self, PyObject *args) {
     Py_ssize_t q = PyList_GET_SIZE(terms);
     Views v = {PyMem_Calloc((size_t)(2 * q + 4), sizeof(Py_buffer)), 0};
     Term *t = PyMem_Calloc((size_t)(q ? q : 1), sizeof(Term));
-    Heap hp = {NULL, NULL, 0, k, NULL};
+    Heap hp = {NULL, NULL, 0, k, NULL, -1.0f};
     PyObject *out = NULL;
     if (!v.views || !t) {
         PyErr_NoMemory();
