@@ -4,6 +4,7 @@ its RSS, and the latency of the queries after (issue 18).
     python bench/cold_start.py                        # 1,000,000 chunks, i8 graph
     python bench/cold_start.py --n 200000 --dtype f32
     python bench/cold_start.py --n 10000000 --keep BIG.db --build write   # then embed, bm25, graph: each resumes
+    python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
@@ -43,6 +44,12 @@ from latency import LookupEmbedder, make_queries
 if sys.argv[6] == "numpy":  # BM25 without the compiled kernel: the scorer before it
     from hybridmem.retrieve import sparse
     sparse._kernel = None
+elif sys.argv[6] != "kernel":  # another build of the kernel (a copy of an earlier commit's _bm25 .so)
+    import importlib.util
+    from hybridmem.retrieve import sparse
+    spec = importlib.util.spec_from_file_location("_bm25", sys.argv[6])
+    sparse._kernel = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sparse._kernel)
 
 def mem():
     out = {}
@@ -160,7 +167,12 @@ def main() -> None:
         help="run only these build phases of the --keep store (write, embed, bm25, graph; index = bm25,graph; "
         "each resumes), print and save their figures",
     )
-    ap.add_argument("--kinds", default="mapped,mapped-numpy,read", help="mapped-numpy: BM25 without the kernel")
+    ap.add_argument(
+        "--kinds",
+        default="mapped,mapped-numpy,read",
+        help="mapped-numpy: BM25 without the kernel; mapped-before: with --kernel-before's build",
+    )
+    ap.add_argument("--kernel-before", type=Path, help="an earlier build's _bm25 .so, for kind mapped-before")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     try:
@@ -187,7 +199,10 @@ def main() -> None:
                     shutil.copy(vectors, aside)
                     vectors.unlink()
                 try:
-                    rows[kind].append(child(db, a.dtype, a.queries, "numpy" if kind.endswith("numpy") else "kernel"))
+                    scorer = "numpy" if kind.endswith("numpy") else "kernel"
+                    if kind.endswith("before"):
+                        scorer = str(a.kernel_before.resolve())
+                    rows[kind].append(child(db, a.dtype, a.queries, scorer))
                 finally:
                     if kind == "read":
                         vectors.unlink(missing_ok=True)  # the child saves nothing, but be sure
