@@ -37,7 +37,9 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -183,15 +185,20 @@ def same(a: list[tuple[int, float]], b: list[tuple[int, float]]) -> bool:
     return [r for r, s in a if s > last * (1 + 1e-6)] == [r for r, s in b if s > last * (1 + 1e-6)]
 
 
-def numpy_search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-    """``SparseIndex.search`` without the compiled kernel: the numpy scorer it falls back to."""
-    kernel, sparse._kernel = sparse._kernel, None
-    try:
-        return idx.search(terms, k, allowed)
-    finally:
-        sparse._kernel = kernel
+def with_kernel(other: Any) -> Callable[[SparseIndex, list[str], int, np.ndarray | None], list[tuple[int, float]]]:
+    """``SparseIndex.search`` through another kernel module (None: the numpy scorer it falls back to)."""
+
+    def search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        kernel, sparse._kernel = sparse._kernel, other
+        try:
+            return idx.search(terms, k, allowed)
+        finally:
+            sparse._kernel = kernel
+
+    return search
 
 
+numpy_search = with_kernel(None)
 SCORERS = {"old": baseline_search, "numpy": numpy_search, "kernel": SparseIndex.search}
 
 
@@ -204,14 +211,7 @@ def load_kernel(path: Path) -> None:
     assert spec is not None and spec.loader is not None
     other = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(other)
-
-    def before(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        kernel, sparse._kernel = sparse._kernel, other
-        try:
-            return idx.search(terms, k, allowed)
-        finally:
-            sparse._kernel = kernel
-
+    before = with_kernel(other)
     SCORERS["before"] = before
 
 
