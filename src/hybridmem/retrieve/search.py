@@ -309,8 +309,9 @@ class Searcher:
         terms plus the :data:`FEEDBACK_TERMS` terms of the fused top :data:`FEEDBACK_DOCS` that the query
         lacks, each scored by the sum of its idf, ln(N / df), over those results that hold it (ties by
         term). It reaches what shares the best results' words but not the question's (LoCoMo: Recall@10
-        +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on documents it is
-        not measured yet. Same pre-filter as every leg; one more BM25 query, after the fusion it reads."""
+        +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on the document sets
+        it cost nDCG@10 (bench/feedback_documents.py). Same pre-filter as every leg; one more BM25
+        query, after the fusion it reads."""
         t0 = time.perf_counter()
         top = [r for r, _ in fused[:FEEDBACK_DOCS]]
         rows = self.store.fetch(top, namespace)

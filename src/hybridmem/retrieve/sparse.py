@@ -418,13 +418,7 @@ class SparseIndex:
             n_total = len(self._rowids)
             dead = n_total > len(self._pos)
             alive = np.frombuffer(self._alive, dtype=np.uint8)[:n_total].view(bool) if dead else None
-            out = {}
-            for t in dict.fromkeys(terms):
-                if (p := self._post.get(t)) is not None and (
-                    n := self._live_df(t, np.frombuffer(p[0], np.int32), alive)
-                ):
-                    out[t] = n
-            return len(self._pos), out
+            return len(self._pos), {t: n_t for t, _, n_t in self._terms(terms, alive)}
 
     def holding(self, terms: Sequence[str], rowids: Sequence[int]) -> set[int]:
         """The chunks among ``rowids`` (live ones) that hold at least one of ``terms``: a binary
