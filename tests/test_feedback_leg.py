@@ -34,7 +34,8 @@ def _chat(m: Memory, session: str = "s1") -> None:
 def test_the_feedback_leg_reaches_what_shares_the_top_turns_words(target: str | Path) -> None:
     with Memory(target, embedder="hash", auto_embed=False) as m:
         _chat(m)
-        res = m.search(QUESTION, session_id="s1", top_k=len(CHAT))
+        # the feedback leg alone against none (dense centering, which also moves turns, off in both)
+        res = m.search(QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"dense_centering": 0})
         assert res.legs["feedback"].status == "ok" and res.legs["feedback"].returned > 0
         assert res.leg_weights["feedback"] == 1.0
         by_doc = {r.doc_id: r for r in res.results}
@@ -47,7 +48,9 @@ def test_the_feedback_leg_reaches_what_shares_the_top_turns_words(target: str | 
             expect = sum(res.leg_weights[leg] / (60 + rank) for leg, rank in r.ranks.items())
             assert r.rrf_score == pytest.approx(expect, rel=1e-6)
         assert res.total_retrieved == len(res.results)
-        plain = m.search(QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"feedback_weight": 0})
+        plain = m.search(
+            QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"feedback_weight": 0, "dense_centering": 0}
+        )
         assert "feedback" not in plain.legs and "feedback" not in plain.leg_weights
         assert all("feedback" not in r.ranks for r in plain.results)
         rank_with = [r.doc_id for r in res.results].index(TARGET)

@@ -138,6 +138,11 @@ class HybridParams(BaseModel):
     #: BM25 again, over the query's terms plus the rarest terms of those results that the query
     #: lacks (pseudo-relevance feedback); 0 = off
     feedback_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
+    #: the share of its scope's mean vector taken off the query vector when the dense leg ranks
+    #: conversation turns (hybrid mode, when the first fused results are turns): short generic
+    #: turns ("Cool, talk soon!") sit close to every question, and the mean is what they share
+    #: (hubness; centering as in CSLS and "all-but-the-top"); 0 = off
+    dense_centering: float = Field(0.75, ge=0, le=2, allow_inf_nan=False)
     #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (the BM25 and dense
     #: weights set for each query from what its legs returned, by the shipped model, feeding the
     #: fusion that model names: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``,

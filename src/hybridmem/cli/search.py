@@ -252,6 +252,12 @@ def search(
     feedback_weight: Optional[float] = typer.Option(
         None, "--feedback-weight", metavar="W", help="Weight of the feedback leg (hybrid; 0 = off)."
     ),
+    dense_centering: Optional[float] = typer.Option(
+        None,
+        "--dense-centering",
+        metavar="S",
+        help="Share of the scope's mean vector taken off the query's when the dense leg ranks turns (0 = off).",
+    ),
     fusion: Optional[str] = typer.Option(
         None,
         "--fusion",
@@ -307,6 +313,7 @@ def search(
                 "rrf_k_constant": rrf_k,
                 "graph_weight": graph_weight,
                 "feedback_weight": feedback_weight,
+                "dense_centering": dense_centering,
                 "fusion": fusion,
             },
         )

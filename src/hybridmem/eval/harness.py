@@ -37,20 +37,28 @@ from .references import references_for, targets_for
 __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 
 #: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
-#: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg);
-#: ``hybrid+time+feedback`` is the product's default (on conversation turns: the time legs when a
-#: question names a time or asks when, the feedback leg); ``hybrid+time`` the default before the
-#: feedback leg; ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
+#: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg, no
+#: feedback leg, no centering); ``hybrid+time+feedback+centering`` is the product's default (on
+#: conversation turns: the time legs when a question names a time or asks when, the feedback leg,
+#: the dense leg centered); ``hybrid+time+feedback`` the default before the centering,
+#: ``hybrid+time`` the one before the feedback leg; ``hybrid+centering`` plain hybrid with it; ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
 #: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights and
 #: ``hybrid+time+adaptive`` hybrid+time with them; ``hybrid+feedback`` is plain hybrid with the
 #: feedback leg (every other mode runs classic RRF, whatever HYBRIDMEM_FUSION says)
+_OFF = {"time_weight": 0.0, "feedback_weight": 0.0, "dense_centering": 0.0, "fusion": "rrf"}
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
-    "hybrid+time": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "rrf"}, None),
-    "hybrid+context": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "rrf"}, {"before": 1, "after": 1}),
-    "hybrid+adaptive": ({"time_weight": 0.0, "feedback_weight": 0.0, "fusion": "adaptive"}, None),
-    "hybrid+time+adaptive": ({"time_weight": 1.0, "feedback_weight": 0.0, "fusion": "adaptive"}, None),
-    "hybrid+feedback": ({"time_weight": 0.0, "feedback_weight": 1.0, "fusion": "rrf"}, None),
-    "hybrid+time+feedback": ({"time_weight": 1.0, "feedback_weight": 1.0, "fusion": "rrf"}, None),
+    "hybrid+time": ({**_OFF, "time_weight": 1.0}, None),
+    "hybrid+context": ({**_OFF, "time_weight": 1.0}, {"before": 1, "after": 1}),
+    "hybrid+adaptive": ({**_OFF, "fusion": "adaptive"}, None),
+    "hybrid+time+adaptive": ({**_OFF, "time_weight": 1.0, "fusion": "adaptive"}, None),
+    "hybrid+feedback": ({**_OFF, "feedback_weight": 1.0}, None),
+    "hybrid+time+feedback": ({**_OFF, "time_weight": 1.0, "feedback_weight": 1.0}, None),
+    "hybrid+centering": ({**_OFF, "dense_centering": 0.75}, None),
+    # the product's default for conversation turns
+    "hybrid+time+feedback+centering": (
+        {**_OFF, "time_weight": 1.0, "feedback_weight": 1.0, "dense_centering": 0.75},
+        None,
+    ),
 }
 ALL_MODES: tuple[str, ...] = (*MODES, *AGENT_MODES)
 #: the single-leg modes hybrid is compared with
@@ -66,6 +74,7 @@ SWEEP_KEYS = {
     "sparse_weight": "sparse_weight",
     "exact_weight": "exact_weight",
     "feedback_weight": "feedback_weight",
+    "dense_centering": "dense_centering",
     "rrf_k": "rrf_k_constant",
     "rrf_k_constant": "rrf_k_constant",
 }
@@ -74,6 +83,7 @@ CLASSIC = {
     "sparse_weight": 1.0,
     "exact_weight": 1.0,
     "feedback_weight": 0.0,  # the sweep runs plain hybrid: no feedback leg unless swept
+    "dense_centering": 0.0,  # nor centering
     "rrf_k_constant": float(config.DEFAULT_RRF_K),
 }
 
@@ -212,7 +222,7 @@ def _run_mode(
     rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
     rerank_notes: dict[str, int] = {}
     # every mode names its fusion: a HYBRIDMEM_FUSION in the environment does not change what is measured
-    plain = {"time_weight": 0.0, "feedback_weight": 0.0, "fusion": "rrf"} if mode == "hybrid" else {"fusion": "rrf"}
+    plain = _OFF if mode == "hybrid" else {"fusion": "rrf"}
     agent, window = AGENT_MODES.get(mode, (plain, None))
     for qid, text in ds.queries.items():
         req: dict[str, Any] = {
@@ -332,6 +342,8 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
         ("hybrid+time+adaptive", "hybrid+time", "adaptive fusion vs classic RRF, both with the time leg"),
         ("hybrid+feedback", "hybrid", "hybrid + feedback leg vs hybrid"),
         ("hybrid+time+feedback", "hybrid+time", "feedback leg, both with the time leg"),
+        ("hybrid+centering", "hybrid", "hybrid + dense centering vs hybrid"),
+        ("hybrid+time+feedback+centering", "hybrid+time+feedback", "dense centering, both with time + feedback"),
     ):
         if modes.get(other, {}).get("status") != "ok" or modes.get(base, {}).get("status") != "ok":
             continue
