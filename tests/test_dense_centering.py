@@ -92,6 +92,16 @@ def test_centering_ranks_the_dense_leg_by_the_scope_centered_query(target: str |
         assert "centering" not in m.search(QUESTION, session_id="s1", hybrid_params={"dense_weight": 0}).legs
 
 
+def test_without_a_scope_the_mean_is_the_namespace_s(target: str | Path) -> None:
+    with Memory(target, embedder="hash", auto_embed=False) as m:
+        ids = _chat(m, CHAT, "s1") + _chat(m, OTHER, "s2")
+        _chat(m, ["Completely unrelated words here.", "Okay, bye!"], "s1", namespace="elsewhere")
+        res = m.search(QUESTION, top_k=len(ids))
+        assert res.legs["centering"].status == "ok"
+        order = _dense_order(res)
+        assert order == _expected_order(m, "default", ids, 0.75)[: len(order)]
+
+
 def test_a_write_moves_the_mean(target: str | Path) -> None:
     with Memory(target, embedder="hash", auto_embed=False) as m:
         s1 = _chat(m, CHAT, "s1")
