@@ -1,7 +1,7 @@
 """Dense centering (issue 17's recall): when the fused top results are conversation turns, the dense
 leg ranks again with its query vector less ``dense_centering`` times the mean vector of the query's
 scope (its pre-filter, else the namespace). Short generic turns sit close to every question; the
-mean is what they share. On LoCoMo: nDCG@10 0.592 -> 0.604, Recall@10 0.776 -> 0.793
+mean is what they share. On LoCoMo: nDCG@10 0.592 -> 0.603, Recall@10 0.776 -> 0.790
 (docs/agent-memory.md).
 
 Here, on both backends, against a brute force over the store's own vectors: the ranking it gives,
