@@ -331,9 +331,9 @@ def test_a_reader_applies_another_processs_vectors_instead_of_reloading(
         loads = [0]
         real = r.store.load_vectors
 
-        def counted(ns: str):  # type: ignore[no-untyped-def]
+        def counted(ns: str, alloc=None):  # type: ignore[no-untyped-def]
             loads[0] += 1
-            return real(ns)
+            return real(ns, alloc)
 
         monkeypatch.setattr(r.store, "load_vectors", counted)
 

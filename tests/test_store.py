@@ -952,9 +952,9 @@ def test_a_cold_index_load_does_not_count_against_the_leg_timeout(tmp_path, monk
         time.sleep(0.6)
         return real_tokens(ns)
 
-    def slow_vectors(ns):
+    def slow_vectors(ns, alloc=None):
         time.sleep(0.6)
-        return real_vectors(ns)
+        return real_vectors(ns, alloc)
 
     monkeypatch.setattr(m.store, "load_tokens", slow_tokens)
     monkeypatch.setattr(m.store, "load_vectors", slow_vectors)

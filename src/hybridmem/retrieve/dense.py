@@ -219,13 +219,18 @@ class DenseIndex:
 
     # ---------------------------------------------------------------- maintenance
     def load(self, version: int, rowids: np.ndarray, matrix: np.ndarray) -> None:
+        """The store's vectors; a memory-mapped ``matrix`` (a large namespace's, LocalLegs) is kept
+        as the rows' read-only base, writes going to the in-memory tail."""
         with self._lock:
             n = len(rowids)
             self._rowids = np.asarray(rowids, np.int64).copy()
-            self._matrix = Rows(
-                self.dim,
-                tail=np.asarray(matrix, np.float32).reshape(n, self.dim) if n else None,
-            )
+            if n and isinstance(matrix, np.memmap):
+                self._matrix = Rows(self.dim, base=matrix.reshape(n, self.dim))
+            else:
+                self._matrix = Rows(
+                    self.dim,
+                    tail=np.asarray(matrix, np.float32).reshape(n, self.dim) if n else None,
+                )
             self._n = n
             self._alive = np.ones(n, bool)
             self._pos = dict(zip(self._rowids.tolist(), range(n)))

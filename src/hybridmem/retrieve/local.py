@@ -13,6 +13,7 @@ up from the same changes instead of re-running the filter over every chunk.
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -150,7 +151,7 @@ class LocalLegs:
                 return idx  # another process's vectors, applied from the change log
             if idx is None and (mapped := self._mapped_dense(namespace)) is not None:
                 return mapped  # this process's first load: the saved graph and vectors, mapped
-            v, rowids, matrix = self.store.load_vectors(namespace)
+            v, rowids, matrix = self.store.load_vectors(namespace, alloc=self._vector_rows)
             dim = matrix.shape[1] if matrix.size else (self.store.embedder_info()[1] or 0)
             if idx is None or idx.dim != dim:
                 idx = DenseIndex(
@@ -165,6 +166,23 @@ class LocalLegs:
         return self._synced(
             self.dense_indexes, self._dense_lock, namespace, lambda: self.store.vector_version(namespace), load
         )
+
+    def _vector_rows(self, n: int, dim: int) -> np.ndarray:
+        """Where a namespace's ``n`` vectors are read to be indexed: in memory below the graph's
+        threshold; from it on, beside a store file, a memory-mapped file of their own (unlinked at
+        once: it lives as long as the map), so that the rows are pages the kernel can evict while
+        the graph is built. At 10M chunks of 384 dimensions they are 15.4 GB, and the graph another
+        ~6 GB: in memory, beside the graph, they did not fit on a 24 GB machine."""
+        path = self._store_file()
+        if n < self.exact_threshold or path is None:
+            return np.empty((n, dim), np.float32)
+        where = Path(path + ".hnsw")
+        where.mkdir(exist_ok=True)
+        f = tempfile.TemporaryFile(dir=where, prefix=".load-")
+        f.truncate(n * dim * 4)
+        rows = np.memmap(f, dtype=np.float32, mode="r+", shape=(n, dim))
+        f.close()  # the map keeps the file
+        return rows
 
     def _mapped_dense(self, namespace: str) -> DenseIndex | None:
         """The namespace's dense index over its saved graph and vectors, memory-mapped and brought to

@@ -7,7 +7,7 @@ parsed :class:`~hybridmem.filters.Filter` and is compiled to SQL here, in ``stor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -273,7 +273,13 @@ class Store(Protocol):
 
     def load_tokens(self, namespace: str) -> tuple[int, list[tuple[int, str]]]: ...
     def tokens_for(self, namespace: str, rowids: Sequence[int]) -> list[tuple[int, str]]: ...
-    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]: ...
+    def load_vectors(
+        self, namespace: str, alloc: Callable[[int, int], np.ndarray] | None = None
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """(version, rowids, matrix) of every embedded chunk of a namespace, read in one snapshot;
+        ``alloc(rows, dim)`` gives the (rows, dim) float32 array the vectors are read into (a
+        memory-mapped file for a large namespace; default: memory)."""
+
     def vectors_for(self, rowids: Sequence[int], namespace: str | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, matrix) of the stored vectors of ``rowids`` (of ``namespace`` only, when given)."""
 

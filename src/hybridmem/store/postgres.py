@@ -1313,7 +1313,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 (ns, [int(r) for r in rowids]),
             ).fetchall()
 
-    def load_vectors(self, namespace: str) -> tuple[int, np.ndarray, np.ndarray]:
+    def load_vectors(
+        self, namespace: str, alloc: Callable[[int, int], np.ndarray] | None = None
+    ) -> tuple[int, np.ndarray, np.ndarray]:
         ns = self.namespace_id(namespace)
         dim = self.embedder_info()[1] or 0
         if ns is None:
@@ -1327,6 +1329,10 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             )
         if not len(ids):
             return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        if alloc is not None:  # this backend's dense leg is pgvector's: no large local load to spare
+            out = alloc(*m.shape)
+            out[:] = m
+            m = out
         return version, ids, m
 
     def vectors_for(self, rowids: Sequence[int], namespace: str | None = None) -> tuple[np.ndarray, np.ndarray]:
