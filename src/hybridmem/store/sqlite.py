@@ -936,11 +936,14 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
         db.execute("BEGIN")
         try:
             version = int(db.execute("SELECT vec_version FROM namespaces WHERE id=?", (ns,)).fetchone()[0])
-            join = "FROM vectors v JOIN chunks c ON c.id = v.chunk_rowid WHERE c.ns_id=?"
-            n = int(db.execute(f"SELECT count(*) {join}", (ns,)).fetchone()[0])
+            # the namespace's rowids (a sorted list from its index), each vector looked up by rowid in
+            # that order: no sort. (A join walked the chunks in (ns_id, doc_id) order and sorted the
+            # vectors after, in a temporary B-tree: 15 GB written and sorted at 10M chunks.)
+            mine = "FROM vectors WHERE chunk_rowid IN (SELECT id FROM chunks WHERE ns_id=?)"
+            n = int(db.execute(f"SELECT count(*) {mine}", (ns,)).fetchone()[0])
             if not n:
                 return version, np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-            cur = db.execute(f"SELECT v.chunk_rowid, v.vec {join} ORDER BY v.chunk_rowid", (ns,))
+            cur = db.execute(f"SELECT chunk_rowid, vec {mine} ORDER BY chunk_rowid", (ns,))
             first = cur.fetchmany(LOAD_BATCH)
             width = len(first[0][1]) // 4
             rowids = np.empty(n, np.int64)
