@@ -34,6 +34,8 @@ ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(BENCH))
 
+from latency import CHILD_MEM  # noqa: E402
+
 CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[2])
@@ -51,13 +53,7 @@ elif sys.argv[6] != "kernel":  # another build of the kernel (a copy of an earli
     sparse._kernel = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sparse._kernel)
 
-def mem():
-    out = {}
-    for line in open("/proc/self/status"):
-        k, _, v = line.partition(":")
-        if k in ("VmRSS", "RssAnon", "RssFile"):
-            out[k] = int(v.split()[0]) // 1024
-    return out
+{CHILD_MEM}
 
 m = Memory(sys.argv[1], embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=sys.argv[4])
 t1 = time.perf_counter()
@@ -84,6 +80,7 @@ print(json.dumps(first))
 m.legs.save_sparse = lambda: None  # time the open and the queries only, not a save at close
 m.close()
 """
+CHILD = CHILD.replace("{CHILD_MEM}", CHILD_MEM)
 
 
 def _documents(db: Path) -> int:

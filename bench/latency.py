@@ -232,6 +232,19 @@ def child_json(code: str, *args: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+#: a child process's ``mem()``: its RSS and the anonymous and file-backed parts, MB (pasted into the
+#: code a benchmark runs with :func:`child_json`)
+CHILD_MEM = """
+def mem():
+    out = {}
+    for line in open("/proc/self/status"):
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "RssAnon", "RssFile"):
+            out[k] = int(v.split()[0]) // 1024
+    return out
+"""
+
+
 def write_report(path: Path, report: dict) -> None:
     """Write a benchmark's results (JSON, indented) to ``path``, its directory made if need be."""
     path.parent.mkdir(parents=True, exist_ok=True)

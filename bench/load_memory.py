@@ -34,13 +34,7 @@ import numpy as np
 from hybridmem import Memory
 from latency import LookupEmbedder
 
-def mem():
-    out = {}
-    for line in open("/proc/self/status"):
-        k, _, v = line.partition(":")
-        if k in ("VmRSS", "RssAnon", "RssFile"):
-            out[k] = int(v.split()[0]) // 1024
-    return out
+{CHILD_MEM}
 
 m = Memory(sys.argv[1], embedder=LookupEmbedder(), auto_embed=False, chunk_size=None)
 store, how = m.store, sys.argv[3]
@@ -74,12 +68,14 @@ def main() -> None:
     ap.add_argument("--ways", default="before,memory,mapped")
     ap.add_argument("--out", type=Path, default=BENCH / "results" / "load-memory.json")
     a = ap.parse_args()
-    from latency import child_json, write_report
+    from latency import CHILD_MEM, child_json, write_report
+
+    child = CHILD.replace("{CHILD_MEM}", CHILD_MEM)
 
     runs: dict[str, list[dict]] = {w: [] for w in a.ways.split(",")}
     for _ in range(a.rounds):
         for way in runs:
-            r = child_json(CHILD, str(a.db), str(ROOT / "src"), way, str(BENCH))
+            r = child_json(child, str(a.db), str(ROOT / "src"), way, str(BENCH))
             runs[way].append(r)
             print(
                 f"  {way}: {r['rows']:,} vectors in {r['load_s']:.1f} s, peak RSS {r['peak_rss_mb']:,} MB, "
