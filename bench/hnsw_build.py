@@ -46,6 +46,11 @@ def main() -> None:
     work.mkdir(exist_ok=True)
     state_path, ckpt = work / "state.json", work / "partial.usearch"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
+
+    def write_state() -> None:  # aside, then renamed: a stop mid-write leaves the last state
+        state_path.with_suffix(".tmp").write_text(json.dumps(state))
+        os.replace(state_path.with_suffix(".tmp"), state_path)
+
     with Memory(a.db, embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=a.dtype) as m:
         version = m.store.vector_version("default")
         if state.get("version") != version or not (work / "rows.f32").exists():
@@ -60,7 +65,7 @@ def main() -> None:
             state = {"version": version, "n": len(rowids), "dim": matrix.shape[1], "done": 0, "build_s": 0.0}
             state["load_s"] = round(time.perf_counter() - t, 1)
             ckpt.unlink(missing_ok=True)
-            state_path.write_text(json.dumps(state))
+            write_state()
             print(f"read {len(rowids):,} vectors in {state['load_s']} s", flush=True)
         n, dim = state["n"], state["dim"]
         rowids = np.load(work / "rowids.npy")
@@ -73,9 +78,16 @@ def main() -> None:
             connectivity=int(hp["connectivity"]),
             expansion_add=int(hp["expansion_add"]),
         )
-        if state["done"] and ckpt.exists():
+        if state.get("finished"):
+            print(f"built already: {json.dumps(state)}")
+            return
+        state["done"] = 0  # unless a checkpoint says otherwise
+        if ckpt.exists():
             idx.load(str(ckpt))
-            assert len(idx) == state["done"], (len(idx), state["done"])
+            # a stop between the checkpoint's rename and the state's write leaves the state behind:
+            # the checkpoint holds the first len(idx) rows of the order, a whole number of batches
+            assert len(idx) % HNSW_BUILD_BATCH == 0 or len(idx) == n, len(idx)
+            state["done"] = len(idx)
             print(f"resumed at {state['done']:,} of {n:,} rows", flush=True)
         order = np.random.default_rng(0).permutation(n)  # the product's seeded order (all rows live)
         t0 = last = time.perf_counter()
@@ -92,7 +104,7 @@ def main() -> None:
                 idx.save(str(ckpt) + ".tmp")
                 os.replace(str(ckpt) + ".tmp", ckpt)
                 state.update(done=done, build_s=round(state["build_s"] + now - last, 1))
-                state_path.write_text(json.dumps(state))
+                write_state()
                 print(f"  {done:,} of {n:,} rows, {rate:,.0f} rows/min, checkpoint saved", flush=True)
                 last, mark = time.perf_counter(), done
         from hybridmem.retrieve.local import LocalLegs
@@ -106,7 +118,7 @@ def main() -> None:
         saved.save(idx, version, (rowids, lambda i, j: np.asarray(matrix[i:j])))
         state["save_s"] = round(time.perf_counter() - t, 1)
         state["finished"] = True
-        state_path.write_text(json.dumps(state))
+        write_state()
         print(json.dumps(state), flush=True)
         print(f"(this run: {time.perf_counter() - t0:.0f} s)")
 
