@@ -102,7 +102,7 @@ def _results_lines(resp: QueryResponse) -> None:
     width = max(40, out.width)
     for i, r in enumerate(resp.results, start=1):
         # the legs fused (a step such as the dense leg's centering ranks nothing of its own)
-        fused = resp.leg_weights or {n: 1.0 for n, leg in resp.legs.items() if leg.status != "skipped"}
+        fused = list(resp.leg_weights) or [n for n, leg in resp.legs.items() if leg.status != "skipped"]
         ranks = " ".join(f"{n}={r.ranks.get(n, '–')}" for n in fused)
         said = _said(r)  # a conversation memory: its session, turn, speaker and time replace the source
         head = "  ".join(x for x in (str(i), f"{r.rrf_score:.4f}", r.chunk_id, "" if said else r.source, ranks) if x)

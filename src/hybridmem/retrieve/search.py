@@ -271,19 +271,19 @@ class Searcher:
             )
 
         fused = fuse()
-        if (
-            mode == "hybrid"
-            and hp.dense_centering > 0
-            and weights["dense"] > 0
-            and hits.get("dense")
-            and self._top_turns(namespace, fused)
-        ):
+        center = mode == "hybrid" and hp.dense_centering > 0 and weights["dense"] > 0 and bool(hits.get("dense"))
+        feed = mode == "hybrid" and hp.feedback_weight > 0 and bool(terms)
+        # the fused top, read once for the two steps that run only when it is conversation turns
+        turns = self._top_turns(namespace, fused) if (center or feed) and fused else []
+        if center and turns:
             centered, reports["centering"] = self._centered_dense(req, namespace, flt, allowed, k)
             if centered is not None:
                 hits["dense"] = centered
                 fused = fuse()
-        if mode == "hybrid" and hp.feedback_weight > 0 and terms and fused:
-            feedback, reports["feedback"] = self._feedback_leg(namespace, terms, fused, allowed, k)
+                if [r for r, _ in fused[:FEEDBACK_DOCS]] != turns:  # the top moved: read it again
+                    turns = self._top_turns(namespace, fused)
+        if feed and fused:
+            feedback, reports["feedback"] = self._feedback_leg(namespace, terms, turns, allowed, k)
             if feedback:
                 hits["feedback"] = feedback
                 order.append("feedback")
@@ -347,17 +347,17 @@ class Searcher:
         return when, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(when))
 
     def _feedback_leg(
-        self, namespace: str, terms: list[str], fused: list[tuple[int, float]], allowed: Allowed | None, k: int
+        self, namespace: str, terms: list[str], top: list[int], allowed: Allowed | None, k: int
     ) -> tuple[list[LegHit], LegReport]:
         """The feedback leg (pseudo-relevance feedback, RM3's idea as one RRF leg): BM25 over the query's
         terms plus the :data:`FEEDBACK_TERMS` terms of the fused top :data:`FEEDBACK_DOCS` that the query
         lacks, each scored by the sum of its idf, ln(N / df), over those results that hold it (ties by
         term). It reaches what shares the best results' words but not the question's (LoCoMo: Recall@10
         +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on the document sets
-        it cost nDCG@10 (bench/feedback_documents.py). Same pre-filter as every leg; one more BM25
-        query, after the fusion it reads."""
+        it cost nDCG@10 (bench/feedback_documents.py). ``top``: those results when they are turns, else
+        [] (:meth:`_top_turns`). Same pre-filter as every leg; one more BM25 query, after the fusion
+        it reads."""
         t0 = time.perf_counter()
-        top = self._top_turns(namespace, fused)
         if not top:
             return [], LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=0)
         have = set(terms)
