@@ -34,8 +34,11 @@ def _chat(m: Memory, session: str = "s1") -> None:
 def test_the_feedback_leg_reaches_what_shares_the_top_turns_words(target: str | Path) -> None:
     with Memory(target, embedder="hash", auto_embed=False) as m:
         _chat(m)
-        # the feedback leg alone against none (dense centering, which also moves turns, off in both)
-        res = m.search(QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"dense_centering": 0})
+        # the feedback leg alone against none (dense centering and the substance leg, which also move
+        # turns, off in both)
+        res = m.search(
+            QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"dense_centering": 0, "substance_weight": 0}
+        )
         assert res.legs["feedback"].status == "ok" and res.legs["feedback"].returned > 0
         assert res.leg_weights["feedback"] == 1.0
         by_doc = {r.doc_id: r for r in res.results}
@@ -49,7 +52,10 @@ def test_the_feedback_leg_reaches_what_shares_the_top_turns_words(target: str | 
             assert r.rrf_score == pytest.approx(expect, rel=1e-6)
         assert res.total_retrieved == len(res.results)
         plain = m.search(
-            QUESTION, session_id="s1", top_k=len(CHAT), hybrid_params={"feedback_weight": 0, "dense_centering": 0}
+            QUESTION,
+            session_id="s1",
+            top_k=len(CHAT),
+            hybrid_params={"feedback_weight": 0, "dense_centering": 0, "substance_weight": 0},
         )
         assert "feedback" not in plain.legs and "feedback" not in plain.leg_weights
         assert all("feedback" not in r.ranks for r in plain.results)
@@ -103,5 +109,5 @@ def test_the_feedback_leg_reads_the_fused_top_only(tmp_path: Path) -> None:
             return tokens_for(namespace, rowids)
 
         m.store.tokens_for = spy  # type: ignore[method-assign]
-        m.search(QUESTION, session_id="s1")
+        m.search(QUESTION, session_id="s1", hybrid_params={"substance_weight": 0})  # it reads the fused top too
         assert seen and all(len(s) <= FEEDBACK_DOCS for s in seen)

@@ -143,6 +143,10 @@ class HybridParams(BaseModel):
     #: turns ("Cool, talk soon!") sit close to every question, and the mean is what they share
     #: (hubness; centering as in CSLS and "all-but-the-top"); 0 = off
     dense_centering: float = Field(0.75, ge=0, le=2, allow_inf_nan=False)
+    #: weight of the substance leg (hybrid mode, when the first fused results are conversation
+    #: turns): the fused candidates again, the turns that say more (more distinct terms) first, a
+    #: query-independent prior against chit-chat ("See ya!") that matches every question; 0 = off
+    substance_weight: float = Field(1.0, ge=0, le=1000, allow_inf_nan=False)
     #: how the legs are fused: ``rrf`` (weighted RRF, the default); ``adaptive`` (the BM25 and dense
     #: weights set for each query from what its legs returned, by the shipped model, feeding the
     #: fusion that model names: docs/evaluation.md); or a fusion of normalized scores, ``dbsf``,

@@ -32,7 +32,7 @@ def eval_cmd(
     sweep: list[str] = typer.Option(
         [],
         "--sweep",
-        help="NAME=v1,v2,… over dense_weight, sparse_weight, exact_weight, feedback_weight, dense_centering, rrf_k (repeatable).",
+        help="NAME=v1,v2,… over dense_weight, sparse_weight, exact_weight, feedback_weight, time_weight, dense_centering, substance_weight, rrf_k (repeatable).",
     ),
     metric: str = typer.Option("ndcg@10", "--metric", help="Metric the sweep and comparisons use."),
     cache_dir: Path = typer.Option(

@@ -258,6 +258,12 @@ def search(
         metavar="S",
         help="Share of the scope's mean vector taken off the query's when the dense leg ranks turns (0 = off).",
     ),
+    substance_weight: Optional[float] = typer.Option(
+        None,
+        "--substance-weight",
+        metavar="W",
+        help="Weight of the substance leg: turns that say more first, when the top results are turns (0 = off).",
+    ),
     fusion: Optional[str] = typer.Option(
         None,
         "--fusion",
@@ -314,6 +320,7 @@ def search(
                 "graph_weight": graph_weight,
                 "feedback_weight": feedback_weight,
                 "dense_centering": dense_centering,
+                "substance_weight": substance_weight,
                 "fusion": fusion,
             },
         )

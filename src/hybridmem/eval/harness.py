@@ -38,14 +38,16 @@ __all__ = ["ALL_MODES", "EvalConfig", "open_index", "parse_sweep", "run_eval"]
 
 #: every mode the harness can run (the query modes of :data:`hybridmem.models.MODES`), and the default
 #: plus the agent-memory variants of hybrid: in the harness ``hybrid`` is plain (no time leg, no
-#: feedback leg, no centering); ``hybrid+time+feedback+centering`` is the product's default (on
-#: conversation turns: the time legs when a question names a time or asks when, the feedback leg,
-#: the dense leg centered); ``hybrid+time+feedback`` the default before the centering,
+#: feedback leg, no centering, no substance leg); ``hybrid+time+feedback+centering+substance`` is
+#: the product's default (on conversation turns: the time legs when a question names a time or asks
+#: when, the feedback leg, the dense leg centered, the substance leg);
+#: ``hybrid+time+feedback+centering`` the default before the substance leg, ``hybrid+substance``
+#: plain hybrid with it; ``hybrid+time+feedback`` the default before the centering,
 #: ``hybrid+time`` the one before the feedback leg; ``hybrid+centering`` plain hybrid with it; ``hybrid+context`` adds each hit's neighbouring turns after it (conversational sets);
 #: ``hybrid+adaptive`` is plain hybrid with the adaptive fusion's per-query leg weights and
 #: ``hybrid+time+adaptive`` hybrid+time with them; ``hybrid+feedback`` is plain hybrid with the
 #: feedback leg (every other mode runs classic RRF, whatever HYBRIDMEM_FUSION says)
-_OFF = {"time_weight": 0.0, "feedback_weight": 0.0, "dense_centering": 0.0, "fusion": "rrf"}
+_OFF = {"time_weight": 0.0, "feedback_weight": 0.0, "dense_centering": 0.0, "substance_weight": 0.0, "fusion": "rrf"}
 AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "hybrid+time": ({**_OFF, "time_weight": 1.0}, None),
     "hybrid+context": ({**_OFF, "time_weight": 1.0}, {"before": 1, "after": 1}),
@@ -54,9 +56,14 @@ AGENT_MODES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "hybrid+feedback": ({**_OFF, "feedback_weight": 1.0}, None),
     "hybrid+time+feedback": ({**_OFF, "time_weight": 1.0, "feedback_weight": 1.0}, None),
     "hybrid+centering": ({**_OFF, "dense_centering": 0.75}, None),
-    # the product's default for conversation turns
     "hybrid+time+feedback+centering": (
         {**_OFF, "time_weight": 1.0, "feedback_weight": 1.0, "dense_centering": 0.75},
+        None,
+    ),
+    "hybrid+substance": ({**_OFF, "substance_weight": 1.0}, None),
+    # the product's default for conversation turns
+    "hybrid+time+feedback+centering+substance": (
+        {**_OFF, "time_weight": 1.0, "feedback_weight": 1.0, "dense_centering": 0.75, "substance_weight": 1.0},
         None,
     ),
 }
@@ -74,7 +81,9 @@ SWEEP_KEYS = {
     "sparse_weight": "sparse_weight",
     "exact_weight": "exact_weight",
     "feedback_weight": "feedback_weight",
+    "time_weight": "time_weight",
     "dense_centering": "dense_centering",
+    "substance_weight": "substance_weight",
     "rrf_k": "rrf_k_constant",
     "rrf_k_constant": "rrf_k_constant",
 }
@@ -83,7 +92,9 @@ CLASSIC = {
     "sparse_weight": 1.0,
     "exact_weight": 1.0,
     "feedback_weight": 0.0,  # the sweep runs plain hybrid: no feedback leg unless swept
+    "time_weight": 0.0,  # nor time legs
     "dense_centering": 0.0,  # nor centering
+    "substance_weight": 0.0,  # nor the substance leg
     "rrf_k_constant": float(config.DEFAULT_RRF_K),
 }
 
@@ -344,6 +355,12 @@ def _compare(modes: dict[str, dict[str, Any]], metric: str, seed: int) -> list[d
         ("hybrid+time+feedback", "hybrid+time", "feedback leg, both with the time leg"),
         ("hybrid+centering", "hybrid", "hybrid + dense centering vs hybrid"),
         ("hybrid+time+feedback+centering", "hybrid+time+feedback", "dense centering, both with time + feedback"),
+        ("hybrid+substance", "hybrid", "hybrid + substance leg vs hybrid"),
+        (
+            "hybrid+time+feedback+centering+substance",
+            "hybrid+time+feedback+centering",
+            "substance leg, both with time + feedback + centering",
+        ),
     ):
         if modes.get(other, {}).get("status") != "ok" or modes.get(base, {}).get("status") != "ok":
             continue
