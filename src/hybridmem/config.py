@@ -58,6 +58,10 @@ FUSION_ENV = "HYBRIDMEM_FUSION"
 #: candidates of a compressed graph are rescored exactly (`Memory(hnsw_dtype=)` overrides; default f32)
 HNSW_DTYPE_ENV = "HYBRIDMEM_HNSW_DTYPE"
 HNSW_DTYPES = ("f32", "f16", "i8")
+#: a long HNSW build checkpoints its partial graph next to the store this often (seconds), so that a
+#: process stopped mid-build resumes from there instead of starting over (10M vectors: ~2 h of build)
+HNSW_CHECKPOINT_S = 600.0
+HNSW_CHECKPOINT_ENV = "HYBRIDMEM_HNSW_CHECKPOINT_S"
 
 # per-leg timeout (seconds): a slower leg is reported as timed out and the other leg still answers
 LEG_TIMEOUT = 30.0

@@ -17,7 +17,9 @@ neighbour the compressed graph failed to propose is lost (recall measured in doc
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
+import math
 import os
 import threading
 import time
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import config
 from ..config import HNSW_DTYPES
 from .blas import query_blas
 from .cache import ArrayKeyedCache
@@ -143,6 +146,34 @@ MAPPED_DELTA_SHARE = 0.05
 #: count (a caller started waiting for it) and a cancelled generation (``close`` waits at most one
 #: call: ~2 s on one core at 384 dimensions)
 HNSW_BUILD_BATCH = 4_096
+
+
+def checkpoint_every() -> float:
+    """Seconds between a build's checkpoints: ``HYBRIDMEM_HNSW_CHECKPOINT_S`` (0 = after every
+    batch), else :data:`config.HNSW_CHECKPOINT_S`; a value that is not a number ≥ 0 is logged and
+    the default used."""
+    raw = os.environ.get(config.HNSW_CHECKPOINT_ENV, "").strip()
+    if not raw:
+        return config.HNSW_CHECKPOINT_S
+    try:
+        value = float(raw)
+        if not math.isfinite(value) or value < 0:
+            raise ValueError(raw)
+    except ValueError:
+        log.warning(
+            "%s=%r is not a number of seconds ≥ 0: checkpointing every %.0f s",
+            config.HNSW_CHECKPOINT_ENV,
+            raw,
+            config.HNSW_CHECKPOINT_S,
+        )
+        return config.HNSW_CHECKPOINT_S
+    return value
+
+
+def rows_digest(rowids: np.ndarray) -> str:
+    """A digest of a build's rows (their rowids in order): a checkpoint resumes only the build of
+    the very same rows, whose seeded order is then the same."""
+    return hashlib.sha1(np.ascontiguousarray(rowids, np.int64).tobytes()).hexdigest()
 
 
 def build_threads(background: bool) -> int:
@@ -400,7 +431,17 @@ class DenseIndex:
             # vectors of five sets, in store order, 3 of 300 queries found none of their ten
             # neighbours; shuffled, none: docs/scaling.md)
             order = live[np.random.default_rng(0).permutation(len(live))]
-            for s in range(0, len(order) if restored is None else 0, HNSW_BUILD_BATCH):
+            start, digest = 0, ""
+            if restored is None and self.saved is not None:
+                # a checkpoint of a build of these very rows (a process stopped mid-build) resumes
+                digest = rows_digest(rowids[live])
+                resumed = self.saved.resume_partial(version, digest)
+                if resumed is not None:
+                    idx, start = resumed
+                    idx.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file
+                    log.info("resuming the HNSW build at %d of %d rows", start, len(live))
+            every, last = checkpoint_every(), time.monotonic()
+            for s in range(start, len(order) if restored is None else 0, HNSW_BUILD_BATCH):
                 if gen != self._generation:  # reloaded or compacted meanwhile: this build is moot
                     break
                 part = order[s : s + HNSW_BUILD_BATCH]
@@ -410,6 +451,10 @@ class DenseIndex:
                     graph_form(matrix[part], self.hnsw_dtype),
                     threads=self.build_threads,
                 )
+                done = s + len(part)
+                if self.saved is not None and done < len(order) and time.monotonic() - last >= every:
+                    self.saved.save_partial(idx, version, digest, done)
+                    last = time.monotonic()
             # the graph's vectors in its file's order (the next process maps them), written a block at a time
             rows = (rowids[live], lambda i, j: matrix[live[i:j]])
             if restored is not None:
@@ -419,7 +464,8 @@ class DenseIndex:
                     # over a tenth had changed, or a mapped graph's delta merged: the next process starts here
                     self.saved.save(idx, version, rows)
             elif self.saved is not None and gen == self._generation:
-                self.saved.save(idx, version, rows)  # before it is shared: no write changes it while it is written
+                if self.saved.save(idx, version, rows):  # before it is shared: no write changes it while it is written
+                    self.saved.drop_partial()
         except Exception as e:  # pragma: no cover - exact search keeps answering
             log.warning("HNSW build failed, staying exact: %s", e)
             with self._lock:

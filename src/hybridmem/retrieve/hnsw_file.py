@@ -100,6 +100,9 @@ class HnswFile:
         self.graph = directory / f"{key}.usearch"
         self.vectors = directory / f"{key}.vectors"
         self.meta = directory / f"{key}.json"
+        #: a build's checkpoint: the graph of the first rows of its insertion order, and what it covers
+        self.partial = directory / f"{key}.partial.usearch"
+        self.partial_meta = directory / f"{key}.partial.json"
         self.describe = {"format": FORMAT, "namespace": namespace, **describe}
         #: vectors the last restore removed, replaced or added (the saved graph's drift)
         self.changed = 0
@@ -157,6 +160,76 @@ class HnswFile:
             for leftover in (tmp_graph, tmp_vecs, tmp_meta):
                 leftover.unlink(missing_ok=True)
             return False
+
+    # ---------------------------------------------------------------- a build's checkpoint
+    def save_partial(self, index: Index, version: int, rows: str, done: int) -> bool:
+        """Checkpoint a build: its graph of the first ``done`` rows of the build's insertion order, for
+        the store's vector ``version`` and the live rows whose digest is ``rows``. Written aside,
+        synced, renamed, its description last (a stop at any moment leaves the last checkpoint, or
+        a graph its description's checksum refuses)."""
+        tag = f".{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        tmp_graph, tmp_meta = (
+            self.partial.with_name(self.partial.name + tag),
+            self.partial_meta.with_name(self.partial_meta.name + tag),
+        )
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            index.save(str(tmp_graph))
+            with open(tmp_graph, "rb+") as f:
+                os.fsync(f.fileno())
+            meta = {**self.describe, "version": int(version), "rows": rows, "done": int(done)}
+            meta |= {"size": tmp_graph.stat().st_size, CHECKSUM: checksum_of(tmp_graph)}
+            with open(tmp_meta, "w", encoding="utf-8") as f:
+                json.dump(meta, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_graph, self.partial)
+            os.replace(tmp_meta, self.partial_meta)
+            fsync_dir(self.directory)
+            return True
+        except OSError as e:  # a full disk: the build goes on, without a checkpoint
+            log.warning("could not checkpoint the HNSW build to %s: %s", self.partial, e)
+            for leftover in (tmp_graph, tmp_meta):
+                leftover.unlink(missing_ok=True)
+            return False
+
+    def resume_partial(self, version: int, rows: str) -> tuple[Index, int] | None:
+        """The last checkpoint of a build of these very rows (the store's vector ``version`` and the
+        live rows' digest ``rows``), and how many rows of its order it holds; None when there is
+        none, or it is of other rows, truncated or corrupt (the log says why, and it is dropped)."""
+        if not self.partial_meta.exists() or not self.partial.exists():
+            return None
+        why = None
+        try:
+            meta = json.loads(self.partial_meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            meta, why = {}, f"its description is unreadable ({e})"
+        if why is None:
+            differs = [k for k, v in {**self.describe, "version": version, "rows": rows}.items() if meta.get(k) != v]
+            if differs:
+                why = f"it was taken for another {', '.join(differs)}"
+            elif self.partial.stat().st_size != meta.get("size") or not _check((self.partial, meta)):
+                why = "its checksum does not match (truncated or corrupt)"
+        index: Index | None = None
+        if why is None:
+            try:
+                from usearch.index import Index
+
+                index = Index.restore(str(self.partial))
+                if index is None or len(index) != int(meta["done"]) or index.ndim != int(self.describe.get("dim") or 0):
+                    raise ValueError(f"it holds {0 if index is None else len(index)} vectors, not {meta['done']}")
+            except Exception as e:  # usearch refuses a file it cannot parse
+                why = f"usearch could not read it ({e})"
+        if why is not None or index is None:
+            log.warning("not resuming the HNSW build from %s: %s; starting over", self.partial, why)
+            self.drop_partial()
+            return None
+        return index, int(meta["done"])
+
+    def drop_partial(self) -> None:
+        """Remove a build's checkpoint (the build finished and was saved, or it is of no use)."""
+        for path in (self.partial_meta, self.partial):
+            path.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- restore
     def _usable(self, with_vectors: bool = False) -> tuple[str | None, dict[str, Any]]:
