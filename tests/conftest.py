@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,25 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
         yield m
     finally:
         m.close()
+
+
+@pytest.fixture
+def token_reads() -> Callable[[Memory], list[list[int]]]:
+    """``watch(m)``: from then on, the rowids of every ``tokens_for`` read of ``m``'s store (what the
+    feedback and substance legs read), in a list it returns."""
+
+    def watch(m: Memory) -> list[list[int]]:
+        seen: list[list[int]] = []
+        real = m.store.tokens_for
+
+        def spy(namespace, rowids):  # type: ignore[no-untyped-def]
+            seen.append(list(rowids))
+            return real(namespace, rowids)
+
+        m.store.tokens_for = spy  # type: ignore[method-assign]
+        return seen
+
+    return watch
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ a brute force in test_sparse_paths.py and, on PostgreSQL, in test_when_leg.py.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -98,16 +99,11 @@ def test_the_feedback_leg_keeps_the_pre_filter_and_the_namespace(target: str | P
         assert {r.speaker for r in res.results} == {"Bo"} and len(res.results) == len(CHAT)
 
 
-def test_the_feedback_leg_reads_the_fused_top_only(tmp_path: Path) -> None:
+def test_the_feedback_leg_reads_the_fused_top_only(
+    tmp_path: Path, token_reads: Callable[[Memory], list[list[int]]]
+) -> None:
     with Memory(tmp_path / "m.db", embedder="hash", auto_embed=False) as m:
         _chat(m)
-        seen: list[list[int]] = []
-        tokens_for = m.store.tokens_for
-
-        def spy(namespace, rowids):  # type: ignore[no-untyped-def]
-            seen.append(list(rowids))
-            return tokens_for(namespace, rowids)
-
-        m.store.tokens_for = spy  # type: ignore[method-assign]
+        seen = token_reads(m)
         m.search(QUESTION, session_id="s1", hybrid_params={"substance_weight": 0})  # it reads the fused top too
         assert seen and all(len(s) <= FEEDBACK_DOCS for s in seen)

@@ -11,6 +11,7 @@ boundary; and the request's bounds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,19 +94,14 @@ def test_the_leg_lifts_the_turn_that_says_something(target: str | Path) -> None:
         assert [r.doc_id for r in on.results].index(TARGET) < rank_off
 
 
-def test_the_leg_ranks_the_fused_top_at_the_legs_depth(target: str | Path) -> None:
+def test_the_leg_ranks_the_fused_top_at_the_legs_depth(
+    target: str | Path, token_reads: Callable[[Memory], list[list[int]]]
+) -> None:
     with Memory(target, embedder="hash", auto_embed=False) as m:
         _chat(m)
         res = m.search(QUESTION, session_id="s1", top_k=2, fetch_k=3, hybrid_params=_plain())
         assert res.legs["substance"].returned == 3  # the fused top 3, not every candidate the legs found
-        seen: list[list[int]] = []
-        tokens_for = m.store.tokens_for
-
-        def spy(namespace, rowids):  # type: ignore[no-untyped-def]
-            seen.append(list(rowids))
-            return tokens_for(namespace, rowids)
-
-        m.store.tokens_for = spy  # type: ignore[method-assign]
+        seen = token_reads(m)
         m.search(QUESTION, session_id="s1", top_k=2, fetch_k=3, hybrid_params=_plain())
         assert [len(s) for s in seen] == [3]  # one read, of the fused top 3
         assert m.search(QUESTION, session_id="s1", mode="bm25").legs.get("substance") is None
