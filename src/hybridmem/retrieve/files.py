@@ -3,6 +3,7 @@ directory sync after a rename, and the sweep of temporary files that killed save
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import time
@@ -12,7 +13,7 @@ from typing import Any
 
 import xxhash
 
-__all__ = ["CHECKSUM", "Checksum", "checksum_of", "fsync_dir", "recorded", "sweep_tmp"]
+__all__ = ["CHECKSUM", "Checksum", "checksum_of", "fsync_dir", "recorded", "stamp_verified", "sweep_tmp", "verified"]
 
 #: the checksum new files record: XXH3-64 (~12 GB/s a core, against ~2 for zlib's CRC-32: at 1M
 #: chunks a fresh process checks 2.4 GB of saved indexes before using them). Files saved with
@@ -70,6 +71,74 @@ def checksum_of(path: Path, kind: str = CHECKSUM, start: int = 0, length: int | 
     finally:
         mm.close()
     return h.value()
+
+
+#: a file is stamped this long after its last change at the earliest (longer than any file system's tick)
+RACY_NS = 50_000_000
+
+
+def _stamp_path(path: Path) -> Path:
+    return path.with_name(path.name + ".verified")
+
+
+def _identity(path: Path) -> list[int]:
+    """What changes when a file's bytes can have changed through the file system: its device, inode,
+    size, and modification and change times (a rename, a write, a truncation, ``touch``, even an
+    ``os.utime`` that puts the old mtime back, moves the change time)."""
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def stamp_verified(path: Path, kind: str, value: int, start: int = 0, length: int | None = None) -> None:
+    """Record that ``path`` (bytes ``start``.. ``start + length``) holds checksum ``value`` as it is
+    now: :func:`verified` then trusts it until the file changes. Written aside and renamed; a
+    directory that refuses it only costs the next open a full check."""
+    stamp = _stamp_path(path)
+    tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
+    try:
+        ident = _identity(path)
+        # a file system stamps times at a clock tick (a few ms): a change in the tick of the last
+        # one would leave the times as they are. Stamped only once the tick has passed, any later
+        # change shows (git's "racy" entries, the same cure)
+        wait = ident[4] + RACY_NS - time.time_ns()
+        if wait > 0:
+            time.sleep(wait / 1e9)
+        body = {"file": ident, "kind": kind, "value": int(value), "start": start, "length": length}
+        tmp.write_text(json.dumps(body), encoding="utf-8")
+        os.replace(tmp, stamp)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def verified(path: Path, kind: str, want: int | None, start: int = 0, length: int | None = None) -> bool:
+    """Whether ``path`` (bytes ``start``.. ``start + length``) holds checksum ``want``. A file this
+    machine already checked (or wrote, and checked while writing), unchanged since by every measure
+    the file system keeps (:func:`_identity`), is not read again: at 10M chunks the saved graph,
+    its vectors and the postings are ~25 GB, which a fresh process would otherwise read whole
+    before its first answer. Any other file is hashed in full, and stamped when it matches.
+    (What no system call shows, a disk's silent bit rot after the check, is the file system's and
+    the drive's to catch, as git's index trusts a file's stat; deleting the ``.verified`` stamps
+    makes the next open hash every file again.)"""
+    if want is None:
+        return False
+    try:
+        stamp = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
+        same = stamp.get("file") == _identity(path) and [
+            stamp.get(k) for k in ("kind", "value", "start", "length")
+        ] == [
+            kind,
+            want,
+            start,
+            length,
+        ]
+        if same:
+            return True
+    except (OSError, ValueError, AttributeError):
+        pass
+    if checksum_of(path, kind, start, length) != want:
+        return False
+    stamp_verified(path, kind, want, start, length)
+    return True
 
 
 def recorded(meta: dict[str, Any]) -> tuple[str, int | None]:

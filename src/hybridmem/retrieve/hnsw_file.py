@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .files import CHECKSUM, Checksum, checksum_of, fsync_dir, recorded, sweep_tmp
+from .files import CHECKSUM, Checksum, checksum_of, fsync_dir, recorded, stamp_verified, sweep_tmp, verified
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -80,8 +80,7 @@ class Mapped:
 def _check(item: tuple[Path, dict[str, Any]]) -> bool:
     """Whether the file holds the checksum its description recorded."""
     path, m = item
-    kind, want = recorded(m)
-    return want is not None and checksum_of(path, kind) == want
+    return verified(path, *recorded(m))
 
 
 class HnswFile:
@@ -154,6 +153,10 @@ class HnswFile:
                 os.replace(tmp_vecs, self.vectors)
             os.replace(tmp_meta, self.meta)
             fsync_dir(self.directory)
+            # hashed as they were written: the next process need not read them whole again
+            stamp_verified(self.graph, CHECKSUM, meta[CHECKSUM])
+            if rows is not None:
+                stamp_verified(self.vectors, CHECKSUM, meta["vectors"][CHECKSUM])
             return True
         except OSError as e:  # a read-only directory, a full disk: the graph stays in memory only
             log.warning("could not save the HNSW graph to %s: %s", self.graph, e)
@@ -228,7 +231,7 @@ class HnswFile:
 
     def drop_partial(self) -> None:
         """Remove a build's checkpoint (the build finished and was saved, or it is of no use)."""
-        for path in (self.partial_meta, self.partial):
+        for path in (self.partial_meta, self.partial, self.partial.with_name(self.partial.name + ".verified")):
             path.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- restore

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .files import CHECKSUM, Checksum, checksum_of, fsync_dir, recorded, sweep_tmp
+from .files import CHECKSUM, Checksum, fsync_dir, recorded, stamp_verified, sweep_tmp, verified
 from .sparse import SparseIndex
 
 __all__ = ["SparseFile", "SNAPSHOT_MIN"]
@@ -136,6 +136,7 @@ class SparseFile:
             os.replace(tmp, self.path)
             fsync_dir(self.directory)
             self.saved_version = int(meta["version"])
+            stamp_verified(self.path, CHECKSUM, described[CHECKSUM], start, body)  # hashed as written
             return True
         except OSError as e:  # a read-only directory, a full disk: the postings stay in memory only
             log.warning("could not save the BM25 postings to %s: %s", self.path, e)
@@ -249,7 +250,7 @@ class SparseFile:
             if len(body) != meta["body"]:
                 return None, f"its body is {len(body)} bytes, {meta['body']} were written (truncated?)", None
             kind, want = recorded(meta)
-            if want is None or checksum_of(self.path, kind, start, len(body)) != want:
+            if not verified(self.path, kind, want, start, len(body)):
                 return None, "its checksum does not match (corrupt, or a save was interrupted)", None
             idx = SparseIndex.undump(body, meta, mapping)
             made = mapping is not None  # its postings are views of ``body``: it stays
