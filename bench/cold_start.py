@@ -6,6 +6,7 @@ its RSS, and the latency of the queries after (issue 18).
     python bench/cold_start.py --n 10000000 --keep BIG.db --build write   # then embed, bm25, graph: each resumes
     python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
     python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-whole   # large queries split in halves or not
+    python bench/cold_start.py --keep BIG.db --mode bm25 --kinds mapped,mapped-whole   # before the graph: BM25 alone
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
@@ -62,12 +63,14 @@ elif sys.argv[6] != "kernel":  # another build of the kernel (a copy of an earli
 m = Memory(sys.argv[1], embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=sys.argv[4])
 t1 = time.perf_counter()
 queries = make_queries(int(sys.argv[5]) + 1)
-r = m.search(queries[0], mode="hybrid", top_k=10)
+first_mode = sys.argv[7]  # hybrid, or bm25 (a store without its vectors yet: the BM25 leg alone)
+r = m.search(queries[0], mode=first_mode, top_k=10)
 t2 = time.perf_counter()
-idx = m.legs.dense_index("default")
 first = {"open_s": t1 - t0, "first_query_s": t2 - t1, "total_s": t2 - t0, "mem_first": mem(),
-         "graph": idx.hnsw_ready, "mapped": idx.mapped, "kind": idx.kind,
          "legs": {n: l.status for n, l in r.legs.items()}, "ids": [h.chunk_id for h in r.results]}
+if first_mode == "hybrid":
+    idx = m.legs.dense_index("default")
+    first.update(graph=idx.hnsw_ready, mapped=idx.mapped, kind=idx.kind)
 def timed(mode):
     took = []
     for q in queries[1:]:
@@ -77,7 +80,7 @@ def timed(mode):
     took.sort()
     return took[len(took) // 2], took[int(len(took) * 0.95)]
 
-first["p50_ms"], first["p95_ms"] = timed("hybrid")
+first["p50_ms"], first["p95_ms"] = timed(first_mode)
 first["mem_after"] = mem()
 first["bm25_p50_ms"], first["bm25_p95_ms"] = timed("bm25")
 print(json.dumps(first))
@@ -148,10 +151,10 @@ def build(db: Path, n: int, dtype: str, phases: str = "write,embed,index") -> di
     return out
 
 
-def child(db: Path, dtype: str, queries: int, scorer: str) -> dict:
+def child(db: Path, dtype: str, queries: int, scorer: str, mode: str = "hybrid") -> dict:
     from latency import child_json
 
-    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries), scorer)
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries), scorer, mode)
 
 
 def main() -> None:
@@ -175,6 +178,13 @@ def main() -> None:
         "mapped-before: with --kernel-before's build",
     )
     ap.add_argument("--kernel-before", type=Path, help="an earlier build's _bm25 .so, for kind mapped-before")
+    ap.add_argument(
+        "--mode",
+        default="hybrid",
+        choices=["hybrid", "bm25"],
+        help="bm25: the first answer and the timed queries are BM25 alone (a store built through --build bm25, "
+        "no vectors or graph yet)",
+    )
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(dir=a.workdir))
     try:
@@ -191,29 +201,33 @@ def main() -> None:
                 a.out, {"n": a.n, "dtype": a.dtype, "phases": a.build, **built, "date": time.strftime("%Y-%m-%d")}
             )
             return
-        (vectors,) = Path(str(db) + ".hnsw").glob("*.vectors")
+        vectors = next(Path(str(db) + ".hnsw").glob("*.vectors"), None) if a.mode == "hybrid" else None
+        if a.mode == "hybrid" and vectors is None:
+            raise SystemExit(f"{db}: no saved graph vectors; build the graph first, or time --mode bm25")
         aside = work / "vectors.aside"
         kinds = a.kinds.split(",")
         rows: dict[str, list[dict]] = {k: [] for k in kinds}
         for _ in range(a.rounds):
             for kind in kinds:
                 if kind == "read":
+                    if vectors is None:
+                        raise SystemExit("kind read needs the saved graph (--mode hybrid)")
                     shutil.copy(vectors, aside)
                     vectors.unlink()
                 try:
                     scorer = "numpy" if kind.endswith("numpy") else "whole" if kind.endswith("whole") else "kernel"
                     if kind.endswith("before"):
                         scorer = str(a.kernel_before.resolve())
-                    rows[kind].append(child(db, a.dtype, a.queries, scorer))
+                    rows[kind].append(child(db, a.dtype, a.queries, scorer, a.mode))
                 finally:
-                    if kind == "read":
+                    if kind == "read" and vectors is not None:
                         vectors.unlink(missing_ok=True)  # the child saves nothing, but be sure
                         shutil.move(aside, vectors)
                 r = rows[kind][-1]
                 print(
-                    f"  {kind}: first hybrid answer {r['total_s']:.2f} s after start (open {r['open_s']:.2f}), "
-                    f"graph {r['graph']} mapped {r['mapped']}, mem {r['mem_first']} -> {r['mem_after']}, "
-                    f"hybrid p50 {r['p50_ms']:.1f} p95 {r['p95_ms']:.1f} ms, "
+                    f"  {kind}: first {a.mode} answer {r['total_s']:.2f} s after start (open {r['open_s']:.2f}), "
+                    f"graph {r.get('graph')} mapped {r.get('mapped')}, mem {r['mem_first']} -> {r['mem_after']}, "
+                    f"{a.mode} p50 {r['p50_ms']:.1f} p95 {r['p95_ms']:.1f} ms, "
                     f"bm25 p50 {r['bm25_p50_ms']:.1f} p95 {r['bm25_p95_ms']:.1f} ms",
                     flush=True,
                 )
@@ -222,9 +236,12 @@ def main() -> None:
             "n": a.n,
             "dtype": a.dtype,
             **built,
-            "first_hybrid_answer_s": {k: round(v, 2) for k, v in med.items()},
+            "mode": a.mode,
+            "first_answer_s" if a.mode == "bm25" else "first_hybrid_answer_s": {k: round(v, 2) for k, v in med.items()},
             "ratio": round(med["read"] / med["mapped"], 1) if {"read", "mapped"} <= med.keys() else None,
-            "hybrid_p50_ms": {k: round(statistics.median(r["p50_ms"] for r in v), 2) for k, v in rows.items()},
+            "hybrid_p50_ms" if a.mode == "hybrid" else "bm25_first_pass_p50_ms": {
+                k: round(statistics.median(r["p50_ms"] for r in v), 2) for k, v in rows.items()
+            },
             "bm25_p50_ms": {k: round(statistics.median(r["bm25_p50_ms"] for r in v), 2) for k, v in rows.items()},
             "runs": rows,
             "loadavg": os.getloadavg()[0],
