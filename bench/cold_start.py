@@ -5,8 +5,7 @@ its RSS, and the latency of the queries after (issue 18).
     python bench/cold_start.py --n 200000 --dtype f32
     python bench/cold_start.py --n 10000000 --keep BIG.db --build write   # then embed, bm25, graph: each resumes
     python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
-    python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-whole   # large queries split in halves or not
-    python bench/cold_start.py --keep BIG.db --mode bm25 --kinds mapped,mapped-whole   # before the graph: BM25 alone
+    python bench/cold_start.py --keep BIG.db --mode bm25 --kinds mapped   # before the graph: BM25 alone
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
@@ -48,9 +47,6 @@ from latency import LookupEmbedder, make_queries
 if sys.argv[6] == "numpy":  # BM25 without the compiled kernel: the scorer before it
     from hybridmem.retrieve import sparse
     sparse._kernel = None
-elif sys.argv[6] == "whole":  # the kernel over all the chunks in one thread: no query split in halves
-    from hybridmem.retrieve import sparse
-    sparse.SPLIT_POSTINGS = 1 << 62
 elif sys.argv[6] != "kernel":  # another build of the kernel (a copy of an earlier commit's _bm25 .so)
     import importlib.util
     from hybridmem.retrieve import sparse
@@ -174,8 +170,7 @@ def main() -> None:
     ap.add_argument(
         "--kinds",
         default="mapped,mapped-numpy,read",
-        help="mapped-numpy: BM25 without the kernel; mapped-whole: the kernel never splits a query in halves; "
-        "mapped-before: with --kernel-before's build",
+        help="mapped-numpy: BM25 without the kernel; mapped-before: with --kernel-before's build",
     )
     ap.add_argument("--kernel-before", type=Path, help="an earlier build's _bm25 .so, for kind mapped-before")
     ap.add_argument(
@@ -215,7 +210,7 @@ def main() -> None:
                     shutil.copy(vectors, aside)
                     vectors.unlink()
                 try:
-                    scorer = "numpy" if kind.endswith("numpy") else "whole" if kind.endswith("whole") else "kernel"
+                    scorer = "numpy" if kind.endswith("numpy") else "kernel"
                     if kind.endswith("before"):
                         scorer = str(a.kernel_before.resolve())
                     rows[kind].append(child(db, a.dtype, a.queries, scorer, a.mode))

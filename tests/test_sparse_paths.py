@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import threading
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -343,39 +342,3 @@ def test_the_kernel_scratch_is_clean_between_queries_indexes_and_threads() -> No
     assert not errors, errors[:5]
     worker(list(range(len(cases))))  # and once more in this thread, after the others
     assert not errors
-
-
-def test_a_large_query_scored_in_two_halves_equals_the_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every query split (SPLIT_POSTINGS 0): the two halves' merged top k is the exhaustive scorer's,
-    the same rowids and the same float32 scores, under deletes, replacements and filters, on a
-    Zipf corpus and on the adversarial one (ties, a term in every chunk, long queries)."""
-    monkeypatch.setattr(sparse, "SPLIT_POSTINGS", 0)
-    rng = random.Random(11)
-    vocab = [f"w{i}" for i in range(600)]
-    weights = [1 / (i + 1) for i in range(len(vocab))]
-    docs = {r: zipf_doc(rng, vocab, weights) for r in range(1, 2001)}
-    docs |= {r: ["the", "same", "text"] for r in range(2001, 2201)}  # equal scores across the halves
-    idx = SparseIndex()
-    idx.load(1, [(r, " ".join(t)) for r, t in docs.items()])
-    paths: Counter[str] = Counter()
-    for step in range(300):
-        if step % 3 == 0:
-            r = rng.choice(list(docs))
-            if rng.random() < 0.5:
-                del docs[r]
-                idx.apply(idx.version + 1, [], [r])
-            else:
-                docs[r] = zipf_doc(rng, vocab, weights)
-                idx.apply(idx.version + 1, [(r, " ".join(docs[r]))], [])
-        terms = rng.choice([["same"], ["the", "same", "w1"], rng.choices(vocab, weights, k=rng.randint(1, 12))])
-        k = rng.choice([1, 10, 100, 3000])
-        arr = np.arange(1, 2201, rng.choice([2, 3]), dtype=np.int64) if rng.random() < 0.3 else None
-        got, counts = idx.search_counted(terms, k, arr)
-        paths[counts["path"]] += 1
-        assert got == idx.search_exhaustive(terms, k, arr), (step, terms, k)
-        allowed = None if arr is None else set(arr.tolist())
-        if step % 20 == 0:
-            check_top(got, brute(docs, terms, allowed), k)
-    assert paths["kernel-split"] > 200
-    same = idx.search(["same"], 300)  # ties by rowid, across the two halves
-    assert [r for r, _ in same] == sorted(r for r, t in docs.items() if t == ["the", "same", "text"])[:300]

@@ -13,13 +13,11 @@ from __future__ import annotations
 import gc
 import itertools
 import math
-import os
 import threading
 import traceback
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, cast
@@ -49,33 +47,12 @@ except ImportError:  # pragma: no cover - a build without a C compiler
 
 __all__ = ["SparseIndex", "K1", "B"]
 
-_half: ThreadPoolExecutor | None = None
-_half_lock = threading.Lock()
-
-
-def _half_pool() -> ThreadPoolExecutor | None:
-    """The threads that score the upper half of large queries' chunks (one fewer than the cores:
-    the querying thread scores the lower half); None on one core."""
-    global _half
-    cores = os.cpu_count() or 1
-    if cores < 2:
-        return None
-    with _half_lock:
-        if _half is None:
-            _half = ThreadPoolExecutor(cores - 1, thread_name_prefix="hybridmem-bm25-half")
-        return _half
-
-
 LOAD_BLOCK = 65_536  # rows per numpy block when an index is loaded whole
 
 SAMPLE_STRIDE = 16  # top-k: every 16th chunk's score gives a threshold for the rest
 DIRECT_FACTOR = 8  # an allowed set this much smaller than the postings is scored by binary search
 DF_CACHE = 65_536  # terms whose live document frequency is cached while chunks are dead
 BOUND_CACHE = 65_536  # terms whose weight bound (max tf / (tf + norm) over their postings) is cached
-#: a query whose terms hold this many postings is scored in two halves of the chunks side by side
-#: (the kernel releases the GIL): a chunk's postings all fall in one half, so each half's top k is
-#: exact and the top k of both is the whole's (10M chunks: ~1-5M postings a query)
-SPLIT_POSTINGS = 1_000_000
 
 
 #: one term's (positions, term frequencies): int32 arrays, or int32 memoryviews of a mapped snapshot
@@ -547,28 +524,9 @@ class SparseIndex:
         alive = self._alive if n_total > n_live else None
         mask = None if allowed is None else self._allowed_mask(allowed, rowids, n_total)
         hits: list[tuple[int, float]]
-        n_post = sum(len(pa) for pa, _, _, _ in items)
-        pool = _half_pool() if n_post >= SPLIT_POSTINGS and n_total > 1 else None
-        if pool is None:
-            hits, scanned, looked_up = _kernel.topk(items, self._dl, avgdl, self._rowids, n_total, alive, mask, k)
-            path = "kernel"
-        else:
-            # positions [0, mid) here and [mid, n_total) in the pool's thread: the same weights,
-            # summed in the same term order, so the same float32 scores; ties by rowid either way
-            mid = n_total // 2
-            halves: tuple[list[Any], list[Any]] = ([], [])
-            for pa, ta, idf, ub in items:
-                j = int(np.searchsorted(np.frombuffer(pa, dtype=np.int32), mid))
-                pv, tv = memoryview(pa).cast("B").cast("i"), memoryview(ta).cast("B").cast("i")  # int32 items
-                halves[0].append((pv[:j], tv[:j], idf, ub))
-                halves[1].append((pv[j:], tv[j:], idf, ub))
-            upper = pool.submit(_kernel.topk, halves[1], self._dl, avgdl, self._rowids, n_total, alive, mask, k)
-            lo, s0, l0 = _kernel.topk(halves[0], self._dl, avgdl, self._rowids, n_total, alive, mask, k)
-            hi, s1, l1 = upper.result()
-            hits = sorted(lo + hi, key=lambda h: (-h[1], h[0]))[:k]
-            scanned, looked_up, path = s0 + s1, l0 + l1, "kernel-split"
+        hits, scanned, looked_up = _kernel.topk(items, self._dl, avgdl, self._rowids, n_total, alive, mask, k)
         if counts is not None:
-            counts.update(scanned=scanned, looked_up=looked_up, path=path)
+            counts.update(scanned=scanned, looked_up=looked_up, path="kernel")
         return hits
 
     def _bound(self, term: str, ps: array[int] | memoryview, tfs: array[int] | memoryview, avgdl: float) -> float:
