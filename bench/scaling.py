@@ -327,7 +327,7 @@ def main() -> None:
         "--size-timeout", type=float, default=1800, help="seconds per size (build + query) before giving up"
     )
     ap.add_argument("--out", default=str(BENCH / "results" / "scaling.json"))
-    ap.add_argument("--chart", default=str(BENCH / "results" / "scaling.png"))
+    ap.add_argument("--chart", default=str(BENCH / "results" / "scaling-embedded.png"))
     ap.add_argument("--report", metavar="JSON")
     ap.add_argument("--child", choices=("build", "query", "profile"), help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
