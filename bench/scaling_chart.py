@@ -9,7 +9,7 @@ never invented):
 - embedded, 2026-11: ``bench/scaling.py`` (``scaling.json``, 10k-1M; the graph rebuilt by every
   process, the BM25 leg in numpy);
 - embedded, now: fresh processes on the saved, memory-mapped indexes (``bench/cold_start.py``):
-  1M ``cold-start-floor.json``; 10M ``cold-start-10m-graph.json`` when the graph is built, and the
+  1M ``cold-start-1m-2026-12-06.json`` (else ``cold-start-floor.json``); 10M ``cold-start-10m-graph.json`` when the graph is built, and the
   BM25 leg alone from ``bm25-split-10m.json`` (its kind without the split: today's code);
 - PostgreSQL: ``bench/pg_scaling.py`` with the BM25 leg in SQL (``pg_scaling_100k.json``,
   ``pg_scaling_1m.json``) and in process (``pg_scaling_1m_bm25_process.json``); its RSS is the
@@ -49,7 +49,7 @@ def series() -> dict[str, dict[str, list[tuple[int, float]]]]:
 
     now = "embedded, now (mapped indexes, fresh process)"
     bm25_now = "embedded, now: BM25 leg alone"
-    floor = _load("cold-start-floor.json")
+    floor = _load("cold-start-1m-2026-12-06.json") or _load("cold-start-floor.json")
     if floor:
         runs = floor["runs"]["mapped"]
         add("p50", now, floor["n"], statistics.median(r["p50_ms"] for r in runs))
