@@ -9,8 +9,8 @@ never invented):
 - embedded, 2026-11: ``bench/scaling.py`` (``scaling.json``, 10k-1M; the graph rebuilt by every
   process, the BM25 leg in numpy);
 - embedded, now: fresh processes on the saved, memory-mapped indexes (``bench/cold_start.py``):
-  1M ``cold-start-1m-2026-12-06.json`` (else ``cold-start-floor.json``); 10M ``cold-start-10m-graph.json`` when the graph is built, and the
-  BM25 leg alone from ``bm25-split-10m.json`` (its kind without the split: today's code);
+  1M ``cold-start-1m-2026-12-06.json`` (else ``cold-start-floor.json``), 10M
+  ``cold-start-10m-graph.json``;
 - PostgreSQL: ``bench/pg_scaling.py`` with the BM25 leg in SQL (``pg_scaling_100k.json``,
   ``pg_scaling_1m.json``) and in process (``pg_scaling_1m_bm25_process.json``); its RSS is the
   benchmark client's (the server's memory is PostgreSQL's own).
@@ -62,11 +62,6 @@ def series() -> dict[str, dict[str, list[tuple[int, float]]]]:
         add("p50", now, big["n"], statistics.median(r["p50_ms"] for r in runs))
         add("p50", bm25_now, big["n"], statistics.median(r["bm25_p50_ms"] for r in runs))
         add("rss", now, big["n"], statistics.median(r["mem_after"]["VmRSS"] for r in runs))
-    else:
-        split = _load("bm25-split-10m.json")
-        if split:
-            fresh = split["fresh_processes"]
-            add("p50", bm25_now, fresh["n"], fresh["bm25_p50_ms"]["mapped-whole"])
     ten = _load("cold-start-10m.json")
     if ten and "rebuild_2026_12_06" in ten:
         add("writes", now, ten["n"], ten["rebuild_2026_12_06"]["write_chunks_per_s"])

@@ -89,6 +89,11 @@ def _identity(path: Path) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
+def _stamp(ident: list[int], kind: str, value: int, start: int, length: int | None) -> dict[str, Any]:
+    """A stamp's body: the file as :func:`_identity` saw it and the checksum its bytes held then."""
+    return {"file": ident, "kind": kind, "value": int(value), "start": start, "length": length}
+
+
 def stamp_verified(path: Path, kind: str, value: int, start: int = 0, length: int | None = None) -> None:
     """Record that ``path`` (bytes ``start``.. ``start + length``) holds checksum ``value`` as it is
     now: :func:`verified` then trusts it until the file changes. Written aside and renamed; a
@@ -103,8 +108,7 @@ def stamp_verified(path: Path, kind: str, value: int, start: int = 0, length: in
         wait = ident[4] + RACY_NS - time.time_ns()
         if wait > 0:
             time.sleep(wait / 1e9)
-        body = {"file": ident, "kind": kind, "value": int(value), "start": start, "length": length}
-        tmp.write_text(json.dumps(body), encoding="utf-8")
+        tmp.write_text(json.dumps(_stamp(ident, kind, value, start, length)), encoding="utf-8")
         os.replace(tmp, stamp)
     except OSError:
         tmp.unlink(missing_ok=True)
@@ -122,18 +126,11 @@ def verified(path: Path, kind: str, want: int | None, start: int = 0, length: in
     if want is None:
         return False
     try:
-        stamp = json.loads(_stamp_path(path).read_text(encoding="utf-8"))
-        same = stamp.get("file") == _identity(path) and [
-            stamp.get(k) for k in ("kind", "value", "start", "length")
-        ] == [
-            kind,
-            want,
-            start,
-            length,
-        ]
-        if same:
+        if json.loads(_stamp_path(path).read_text(encoding="utf-8")) == _stamp(
+            _identity(path), kind, want, start, length
+        ):
             return True
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         pass
     if checksum_of(path, kind, start, length) != want:
         return False

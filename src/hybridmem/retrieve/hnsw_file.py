@@ -131,23 +131,12 @@ class HnswFile:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             sweep_tmp(self.directory, self.graph.stem)
-            index.save(str(tmp_graph))
-            with open(tmp_graph, "rb+") as f:
-                os.fsync(f.fileno())
-            meta = {
-                **self.describe,
-                "size": tmp_graph.stat().st_size,
-                CHECKSUM: checksum_of(tmp_graph),
-                "count": len(index),
-            }
+            meta = {**self.describe, **_graph_aside(index, tmp_graph), "count": len(index)}
             if version is not None and self.mark_of is not None:
                 meta |= {"version": int(version), "mark": self.mark_of(int(version))}
             if rows is not None:
                 meta["vectors"] = _write_rows(tmp_vecs, *rows)
-            with open(tmp_meta, "w", encoding="utf-8") as f:
-                json.dump(meta, f)
-                f.flush()
-                os.fsync(f.fileno())
+            _json_synced(tmp_meta, meta)
             os.replace(tmp_graph, self.graph)
             if rows is not None:
                 os.replace(tmp_vecs, self.vectors)
@@ -177,15 +166,8 @@ class HnswFile:
         )
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            index.save(str(tmp_graph))
-            with open(tmp_graph, "rb+") as f:
-                os.fsync(f.fileno())
             meta = {**self.describe, "version": int(version), "rows": rows, "done": int(done)}
-            meta |= {"size": tmp_graph.stat().st_size, CHECKSUM: checksum_of(tmp_graph)}
-            with open(tmp_meta, "w", encoding="utf-8") as f:
-                json.dump(meta, f)
-                f.flush()
-                os.fsync(f.fileno())
+            _json_synced(tmp_meta, meta | _graph_aside(index, tmp_graph))
             os.replace(tmp_graph, self.partial)
             os.replace(tmp_meta, self.partial_meta)
             fsync_dir(self.directory)
@@ -414,6 +396,23 @@ class HnswFile:
         if len(missing):
             index.add(keys[missing], to_graph(matrix[live[missing]]))
         return None
+
+
+def _graph_aside(index: Index, path: Path) -> dict[str, int]:
+    """Write ``index`` to ``path`` (a name of its own, renamed into place later) and sync it; its
+    size and checksum, for the description."""
+    index.save(str(path))
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+    return {"size": path.stat().st_size, CHECKSUM: checksum_of(path)}
+
+
+def _json_synced(path: Path, meta: dict[str, Any]) -> None:
+    """Write a description to ``path`` and sync it (renamed into place after the files it describes)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _write_rows(path: Path, rowids: np.ndarray, rows_of: Callable[[int, int], np.ndarray]) -> dict[str, int]:
