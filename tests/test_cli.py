@@ -78,6 +78,30 @@ def test_stdin_ingest_get_delete_stats(store: Path) -> None:
     assert json.loads(run(store, "stats", "--json").stdout)["documents"] == 2
 
 
+def test_files_of_one_name_in_several_directories_stay_apart(tmp_path: Path) -> None:
+    # `hybridmem ingest site-packages/*.dist-info/METADATA` from elsewhere: each file's own parent
+    # as the base made every id "METADATA", and each file silently overwrote the one before
+    for pkg, word in (("alpha-1.0", "walrus"), ("beta-2.0", "narwhal"), ("gamma-3.0", "axolotl")):
+        (tmp_path / "site" / pkg).mkdir(parents=True)
+        (tmp_path / "site" / pkg / "README.md").write_text(f"# {pkg}\n\nThe {word} package.\n", encoding="utf-8")
+    db = tmp_path / "m.db"
+    files = sorted(str(p) for p in (tmp_path / "site").glob("*/README.md"))
+    r = run(db, "ingest", *files, "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert sorted(rep["added"]) == ["alpha-1.0/README", "beta-2.0/README", "gamma-3.0/README"]
+    assert rep["updated"] == [] and rep["skipped"] == []
+    for pkg, word in (("alpha-1.0", "walrus"), ("beta-2.0", "narwhal"), ("gamma-3.0", "axolotl")):
+        hit = json.loads(run(db, "search", word, "--mode", "bm25", "--json").stdout)["results"][0]
+        assert hit["chunk_id"] == f"{pkg}/README_p1" and hit["source"] == f"{pkg}/README.md"
+    # the same files again, in another order: the same ids, nothing rewritten
+    r = run(db, "ingest", *reversed(files), "--json")
+    assert r.returncode == 0 and sorted(json.loads(r.stdout)["unchanged"]) == sorted(rep["added"])
+    # one file alone keeps the id it always had (its directory is the base)
+    r = run(tmp_path / "one.db", "ingest", files[0], "--json")
+    assert json.loads(r.stdout)["added"] == ["README"]
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

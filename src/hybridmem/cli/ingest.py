@@ -37,9 +37,16 @@ def _plural(n: int, word: str) -> str:
 
 def _ingest_all(mem: Memory, paths: list[str], opts: dict[str, Any], prog: Any) -> IngestReport:
     """Every path into ``mem``, one after the other (a later path's ids are checked against what
-    the earlier ones stored)."""
+    the earlier ones stored). Without ``--root`` the ids of several paths are relative to the
+    directory holding them all (:func:`~hybridmem.text.loaders.common_base`)."""
     report = IngestReport()
     task = prog.add_task("indexing", total=None)
+    files = [p for p in paths if p != "-"]
+    root = opts["root"]
+    if root is None and len(files) > 1:
+        from ..text.loaders import common_base
+
+        root = common_base(files)  # a/METADATA and b/METADATA stay two documents
     for p in paths:
         if p == "-":
             doc = Document(
@@ -51,7 +58,7 @@ def _ingest_all(mem: Memory, paths: list[str], opts: dict[str, Any], prog: Any) 
                 p,
                 metadata=opts["meta"],
                 doc_id=opts["doc_id"],
-                root=opts["root"],
+                root=root,
                 id_prefix=opts["id_prefix"],
                 encoding=opts["encoding"],
                 replace_metadata=opts["replace_meta"],
@@ -156,7 +163,10 @@ def ingest(
         None,
         "--root",
         metavar="DIR",
-        help="Ids are paths relative to DIR (default: the current directory if the path is inside it, else its parent).",
+        help=(
+            "Ids are paths relative to DIR (default: the current directory if every path is inside it, "
+            "else the deepest directory holding them all)."
+        ),
     ),
     id_prefix: str = typer.Option("", "--id-prefix", metavar="TEXT", help="Put TEXT before every id from a path."),
     encoding: Optional[str] = typer.Option(

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ __all__ = [
     "load_path",
     "iter_files",
     "decode_file",
+    "common_base",
     "ingest_base",
     "records_to_documents",
     "TEXT_SUFFIXES",
@@ -236,8 +237,21 @@ def ingest_base(root: Path, base: Path | None = None) -> Path:
         if not root.is_relative_to(base):
             raise IngestError(f"{root} is not inside the ingest root {base}")
         return base
+    return common_base([root])
+
+
+def common_base(paths: Sequence[str | Path]) -> Path:
+    """The ingest base of paths ingested together: the current directory when every path lies
+    inside it, else the deepest directory holding all of them. For one path it is
+    :func:`ingest_base`'s default; for several it keeps two files of one name in different
+    directories (``a/METADATA``, ``b/METADATA``) two documents instead of one id overwritten."""
+    full = [Path(os.path.abspath(p)) for p in paths]
+    if not full:
+        raise ValueError("common_base needs at least one path")
     cwd = Path(os.path.abspath(os.getcwd()))
-    return cwd if root.is_relative_to(cwd) and root != cwd else root.parent
+    if all(p.is_relative_to(cwd) and p != cwd for p in full):
+        return cwd
+    return Path(os.path.commonpath([str(p.parent) for p in full]))
 
 
 class _Ids:
