@@ -33,6 +33,7 @@ from ..config import HNSW_DTYPES
 from .blas import query_blas
 from .cache import ArrayKeyedCache
 from .hnsw_file import HnswFile, Mapped
+from .positions import Positions
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -229,7 +230,7 @@ class DenseIndex:
         self._matrix = Rows(dim)
         self._n = 0
         self._alive = np.zeros(0, bool)
-        self._pos: dict[int, int] = {}
+        self._pos = Positions()
         self._hnsw: Index | None = None  # usearch.index.Index, built lazily in a background thread
         #: the graph is a read-only view of the saved file (:meth:`load_mapped`); writes since are
         #: ``_delta`` (positions the graph lacks, scored exactly) and ``_stale`` (keys it holds that
@@ -264,7 +265,7 @@ class DenseIndex:
                 )
             self._n = n
             self._alive = np.ones(n, bool)
-            self._pos = dict(zip(self._rowids.tolist(), range(n)))
+            self._pos = Positions(self._rowids)
             self._hnsw = None
             self._unmap()
             self._building = False
@@ -281,7 +282,7 @@ class DenseIndex:
             self._matrix = Rows(self.dim, base=mapped.matrix, file=mapped.file)
             self._n = n
             self._alive = np.ones(n, bool)
-            self._pos = dict(zip(self._rowids.tolist(), range(n)))
+            self._pos = Positions(self._rowids)  # no 10M-entry dict before the first answer
             mapped.index.expansion_search = self.ef  # type: ignore[misc]  # not kept in the file
             self._hnsw, self.restored, self._building = mapped.index, True, False
             self._unmap()
@@ -370,7 +371,7 @@ class DenseIndex:
         self._matrix = Rows(self.dim, tail=self._matrix[keep])
         self._n = len(keep)
         self._alive = np.ones(self._n, bool)
-        self._pos = {int(r): i for i, r in enumerate(self._rowids)}
+        self._pos = Positions(self._rowids)
 
     def _start_hnsw_build(self, threads: int, merge: bool = False) -> None:
         """Build the HNSW graph in the background; queries are answered exactly until it is ready
@@ -634,8 +635,8 @@ class DenseIndex:
     ) -> list[tuple[int, float]]:
         """The candidates a compressed graph proposed, scored exactly against the float32 matrix
         (``rowids`` / ``matrix``: the arrays the query read); the top k by (score, rowid)."""
-        pos = self._pos
-        found = [(int(key), p) for key in keys if (p := pos.get(int(key))) is not None]
+        at_all = self._pos.positions(np.asarray(keys, np.int64))
+        found = [(int(key), int(p)) for key, p in zip(keys, at_all) if p >= 0]
         # a rowid rewritten since the lookup (its position moved) is scored where the arrays hold it
         found = [(r, p) for r, p in found if p < len(rowids) and rowids[p] == r]
         if not found:
