@@ -241,6 +241,8 @@ def mem():
         k, _, v = line.partition(":")
         if k in ("VmRSS", "RssAnon", "RssFile"):
             out[k] = int(v.split()[0]) // 1024
+    stat = open("/proc/self/stat").read().rpartition(")")[2].split()
+    out["minflt"], out["majflt"] = int(stat[7]), int(stat[9])  # page faults so far (major: read from disk)
     return out
 """
 
