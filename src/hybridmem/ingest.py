@@ -6,7 +6,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "check_namespace",
     "check_size",
     "check_text",
+    "common_root",
     "FileBatch",
     "load_documents",
     "reconcile",
@@ -301,6 +302,15 @@ def load_documents(
         for d in loaded.docs:
             d.metadata = {**d.metadata, **metadata}
     return FileBatch(loaded.docs, [{"path": s.path, "reason": s.reason} for s in loaded.skipped], loaded.notes)
+
+
+def common_root(paths: Sequence[str | Path]) -> Path:
+    """The root several paths ingested together take their ids from when none is given: the current
+    directory when every path lies inside it, else the deepest directory holding them all
+    (:func:`hybridmem.text.loaders.common_base`)."""
+    from .text.loaders import common_base  # noqa: PLC0415 - html.parser & co. only for files
+
+    return common_base(paths)
 
 
 def reconcile(

@@ -527,7 +527,7 @@ class Memory:
         """Ingest a file or a directory. Ids are the paths relative to ``root`` (default: the current
         directory when the path is inside it, else the path's parent), without the suffix unless a
         sibling shares the stem, after ``id_prefix``. Several paths ingested as one set (two
-        ``README.md`` of two directories) take ``root=hybridmem.text.loaders.common_base(paths)``,
+        ``README.md`` of two directories) take ``root=hybridmem.ingest.common_root(paths)``,
         as the CLI does, so their ids keep the directories that tell them apart. A file read again keeps its stored metadata
         (``metadata`` merged over it) unless ``replace_metadata``. One bad file (too big, binary,
         undecodable, an id stored from another file...) is skipped with its reason: it must not

@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from .. import config
 from ..errors import HybridMemError, ValidationError
-from ..ingest import check_metadata
+from ..ingest import check_metadata, common_root
 from ..models import Document, IngestReport
 from .common import cli_context, embed_with_progress, err, fail, out, progress
 from .parsing import parse_meta
@@ -38,15 +38,13 @@ def _plural(n: int, word: str) -> str:
 def _ingest_all(mem: Memory, paths: list[str], opts: dict[str, Any], prog: Any) -> IngestReport:
     """Every path into ``mem``, one after the other (a later path's ids are checked against what
     the earlier ones stored). Without ``--root`` the ids of several paths are relative to the
-    directory holding them all (:func:`~hybridmem.text.loaders.common_base`)."""
+    directory holding them all (:func:`~hybridmem.ingest.common_root`)."""
     report = IngestReport()
     task = prog.add_task("indexing", total=None)
     files = [p for p in paths if p != "-"]
     root = opts["root"]
     if root is None and len(files) > 1:
-        from ..text.loaders import common_base
-
-        root = common_base(files)  # a/METADATA and b/METADATA stay two documents
+        root = common_root(files)  # a/METADATA and b/METADATA stay two documents
     for p in paths:
         if p == "-":
             doc = Document(
