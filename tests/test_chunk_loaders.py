@@ -293,6 +293,8 @@ def test_bad_json_skipped_with_reason(mem, tmp_path):
     reasons = {Path(s["path"]).name: s["reason"] for s in rep.skipped}
     assert set(reasons) == {"broken.json", "notext.jsonl"}
     assert "invalid JSON" in reasons["broken.json"] and "'text'" in reasons["notext.jsonl"]
+    assert reasons["notext.jsonl"].startswith("record 1 has no string field 'text'")  # the path is not said twice
+    assert "read as records" in reasons["notext.jsonl"]
     assert len(rep.added) == 1 and mem.search("moles", mode="bm25").results
 
 

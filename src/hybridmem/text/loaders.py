@@ -200,7 +200,10 @@ def records_to_documents(records: list[Any], where: str) -> list[Document]:
     docs = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
-            raise IngestError(f"{where}: record {i + 1} has no string field 'text'")
+            raise IngestError(
+                f"{where}: record {i + 1} has no string field 'text' (a .json or .jsonl file is read as "
+                'records: {"text": ..., "id": ..., "metadata": {...}})'
+            )
         meta: dict[str, Any] = {}
         if isinstance(rec.get("metadata"), dict):
             meta.update(rec["metadata"])
@@ -320,7 +323,8 @@ def load_path(
         try:
             found = _load_file(apath, source, encoding, out.notes)
         except IngestError as e:
-            out.skipped.append(Skipped(source, str(e).removeprefix(f"{apath}: ")))
+            # the path is the entry's own field: not again in its reason (records name their source)
+            out.skipped.append(Skipped(source, str(e).removeprefix(f"{apath}: ").removeprefix(f"{source}: ")))
             continue
         if not found:
             out.skipped.append(Skipped(source, "empty file"))
