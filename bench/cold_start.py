@@ -174,8 +174,7 @@ def main() -> None:
     ap.add_argument(
         "--kinds",
         default="mapped,mapped-numpy,read",
-        help="mapped-numpy: BM25 without the kernel; mapped-before: with --kernel-before's build; "
-        "mapped-noreadahead: without the page-cache readahead of the postings and the graph",
+        help="mapped-numpy: BM25 without the kernel; mapped-before: with --kernel-before's build",
     )
     ap.add_argument("--kernel-before", type=Path, help="an earlier build's _bm25 .so, for kind mapped-before")
     ap.add_argument(
@@ -218,8 +217,6 @@ def main() -> None:
                     scorer = "numpy" if kind.endswith("numpy") else "kernel"
                     if kind.endswith("before"):
                         scorer = str(a.kernel_before.resolve())
-                    # mapped-noreadahead: the mapped files left to fault in as the queries walk them
-                    os.environ["HYBRIDMEM_READAHEAD"] = "0" if kind.endswith("noreadahead") else "1"
                     rows[kind].append(child(db, a.dtype, a.queries, scorer, a.mode))
                 finally:
                     if kind == "read" and vectors is not None:

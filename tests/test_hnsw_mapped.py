@@ -210,32 +210,3 @@ def test_sigkill_during_saves_leaves_graph_and_vectors_mapped_whole_or_refused(t
         assert np.array_equal(got.rowids, np.arange(n) * 3) and np.array_equal(np.asarray(got.matrix), truth)
         assert int(got.index.search(truth[7], 1).keys[0]) == 21
     assert mapped > 0, (mapped, refused)
-
-
-def test_a_fresh_process_reads_its_mapped_graph_and_postings_ahead(tmp_path: Path, monkeypatch) -> None:
-    """The files a fresh process maps (the graph, the BM25 postings; not the float32 rows) are
-    handed to the kernel's readahead once verified, and a file readahead cannot open is no error."""
-    from hybridmem.retrieve import files, local, sparse_file
-
-    monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
-    db = tmp_path / "m.db"
-    _saved_then_written(db, "i8")
-    with _open(db, dtype="i8") as m:
-        m.search("ticket", mode="bm25")  # the postings saved for the next process
-    asked: list[Path] = []
-
-    def spy(paths: list[Path]):
-        asked.extend(paths)
-        return files.readahead(paths)
-
-    monkeypatch.setattr(local, "readahead", spy)
-    with _open(db, dtype="i8") as m:
-        res = m.search("ticket T-5", mode="hybrid")
-        assert res.legs["bm25"].status == "ok" and res.legs["dense"].status == "ok" and _graph(m).mapped
-    assert sorted(p.suffix for p in asked) == [".postings", ".usearch"] and all(p.exists() for p in asked)
-    t = files.readahead([tmp_path / "gone.usearch", *asked])
-    assert t is not None
-    t.join(10)
-    assert not t.is_alive()
-    monkeypatch.setenv("HYBRIDMEM_READAHEAD", "0")
-    assert files.readahead(asked) is None

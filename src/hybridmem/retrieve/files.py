@@ -4,10 +4,8 @@ directory sync after a rename, and the sweep of temporary files that killed save
 from __future__ import annotations
 
 import json
-import logging
 import mmap
 import os
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -15,19 +13,7 @@ from typing import Any
 
 import xxhash
 
-__all__ = [
-    "CHECKSUM",
-    "Checksum",
-    "checksum_of",
-    "fsync_dir",
-    "readahead",
-    "recorded",
-    "stamp_verified",
-    "sweep_tmp",
-    "verified",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["CHECKSUM", "Checksum", "checksum_of", "fsync_dir", "recorded", "stamp_verified", "sweep_tmp", "verified"]
 
 #: the checksum new files record: XXH3-64 (~12 GB/s a core, against ~2 for zlib's CRC-32: at 1M
 #: chunks a fresh process checks 2.4 GB of saved indexes before using them). Files saved with
@@ -181,30 +167,3 @@ def sweep_tmp(directory: Path, stem: str, older_than: float = 3600.0) -> None:
                 f.unlink()
         except OSError:
             pass
-
-
-def readahead(paths: list[Path]) -> threading.Thread | None:
-    """Ask the kernel to read ``paths`` into the page cache, in a background thread (a mapped
-    file's pages are otherwise read one fault at a time, as the first queries walk them: at 10M
-    chunks the BM25 postings and the graph, ~10 GB). The pages land in the shared page cache, not
-    in this process's RSS, and a file already cached costs nothing. Off with
-    ``HYBRIDMEM_READAHEAD=0``. Returns the thread (None when off or unsupported)."""
-    if os.environ.get("HYBRIDMEM_READAHEAD", "1") == "0" or not hasattr(os, "posix_fadvise") or not paths:
-        return None
-
-    def run() -> None:
-        for p in paths:
-            try:
-                fd = os.open(p, os.O_RDONLY)
-            except OSError:
-                continue  # replaced or removed since: nothing to warm
-            try:
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
-            except OSError as e:  # pragma: no cover - a file system without readahead
-                log.debug("no readahead of %s: %s", p, e)
-            finally:
-                os.close(fd)
-
-    t = threading.Thread(target=run, name="hybridmem-readahead", daemon=True)
-    t.start()
-    return t

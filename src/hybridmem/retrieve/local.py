@@ -31,7 +31,6 @@ from ..store.base import Allowed, Store, WriteResult
 from ..text.tokenize import TOKENIZER_VERSION
 from . import sparse_file
 from .dense import HNSW_PARAMS, DenseIndex
-from .files import readahead
 from .hnsw_file import HnswFile
 from .sparse import SparseIndex
 from .sparse_file import PROBE, SparseFile
@@ -212,7 +211,6 @@ class LocalLegs:
         if not np.array_equal(ids[order], rowids) or (vecs is not None and not np.array_equal(vecs[order], rows)):
             log.warning("the saved vectors of %r differ from the store's; loading the vectors", namespace)
             return None
-        readahead([saved.graph])  # the graph (and its compressed vectors), not the float32 rows
         return idx
 
     def _store_file(self) -> str | None:
@@ -301,7 +299,6 @@ class LocalLegs:
                     lambda idx: self._replay(namespace, idx),
                 )
                 if got is not None:
-                    readahead([saved.path])  # its pages into the page cache ahead of the queries
                     return got
             if sp is not None and sp.version >= 0 and self._replay(namespace, sp) is not None:
                 return sp  # another process's writes, applied from the change log
