@@ -10,7 +10,7 @@ never invented):
   process, the BM25 leg in numpy);
 - embedded, now: fresh processes on the saved, memory-mapped indexes (``bench/cold_start.py``):
   1M ``cold-start-1m-2026-12-06.json`` (else ``cold-start-floor.json``), 10M
-  ``cold-start-10m-graph.json``;
+  ``cold-start-10m-positions.json``;
 - PostgreSQL: ``bench/pg_scaling.py`` with the BM25 leg in SQL (``pg_scaling_100k.json``,
   ``pg_scaling_1m.json``) and in process (``pg_scaling_1m_bm25_process.json``); its RSS is the
   benchmark client's (the server's memory is PostgreSQL's own).
@@ -56,9 +56,9 @@ def series() -> dict[str, dict[str, list[tuple[int, float]]]]:
         add("p50", bm25_now, floor["n"], statistics.median(r["bm25_p50_ms"] for r in runs))
         add("writes", now, floor["n"], floor["write_chunks_per_s"])
         add("rss", now, floor["n"], statistics.median(r["mem_after"]["VmRSS"] for r in runs))
-    big = _load("cold-start-10m-graph.json")
+    big = _load("cold-start-10m-positions.json")  # the code as shipped: no readahead (reverted)
     if big:
-        runs = big["runs"]["mapped"]
+        runs = big["after"]["mapped-noreadahead"]
         add("p50", now, big["n"], statistics.median(r["p50_ms"] for r in runs))
         add("p50", bm25_now, big["n"], statistics.median(r["bm25_p50_ms"] for r in runs))
         add("rss", now, big["n"], statistics.median(r["mem_after"]["VmRSS"] for r in runs))
