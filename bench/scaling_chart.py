@@ -56,9 +56,9 @@ def series() -> dict[str, dict[str, list[tuple[int, float]]]]:
         add("p50", bm25_now, floor["n"], statistics.median(r["bm25_p50_ms"] for r in runs))
         add("writes", now, floor["n"], floor["write_chunks_per_s"])
         add("rss", now, floor["n"], statistics.median(r["mem_after"]["VmRSS"] for r in runs))
-    big = _load("cold-start-10m-positions.json")  # the code as shipped: no readahead (reverted)
+    big = _load("cold-start-10m-positions.json")  # the code as shipped: the bounds saved, no readahead
     if big:
-        runs = big["after"]["mapped-noreadahead"]
+        runs = big["with_bounds"]["after"]
         add("p50", now, big["n"], statistics.median(r["p50_ms"] for r in runs))
         add("p50", bm25_now, big["n"], statistics.median(r["bm25_p50_ms"] for r in runs))
         add("rss", now, big["n"], statistics.median(r["mem_after"]["VmRSS"] for r in runs))

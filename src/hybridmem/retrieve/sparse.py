@@ -300,7 +300,8 @@ class SparseIndex:
     # ------------------------------------------------------------------------------------ snapshot
     def dump(self, write: Callable[[Any], object]) -> dict[str, Any]:
         """Write the whole state through ``write`` (bytes-like pieces, in order): rowids, lengths,
-        liveness, the terms, their postings offsets, every positions list, every tf list. Returns
+        liveness, the terms, their postings offsets, every positions list, every tf list, and (with
+        the kernel) each term's MaxScore bound at the current avgdl. Returns
         what :meth:`undump` needs to read it back. Holds the read lock: writes wait meanwhile."""
         with self._rw.read():
             terms = list(self._post)

@@ -4,7 +4,9 @@ before the first BM25 query could run).
 
 File: ``<store>.bm25/<key>.postings``: a magic line, a JSON description (format, namespace,
 tokenizer version, the store's chunk version it reflects, sizes, checksum of the body: XXH3-64, CRC-32 in older files), then the
-body (:meth:`SparseIndex.dump`). A restored index reads its postings in place from the file's
+body (:meth:`SparseIndex.dump`; since 2026-12 it ends with each term's MaxScore weight bound, which
+a new process puts in its bound cache instead of computing it over the term's postings at first
+use; a file without that section loads as before). A restored index reads its postings in place from the file's
 memory map (copying a term's only when a write adds to it): processes on one store share them in
 the page cache, and each holds in memory only the chunks' lengths and ids. Saving is crash-safe: written aside, synced, renamed into place,
 so a crash leaves the old file or the new one, and a torn one fails its checksum.
