@@ -141,7 +141,7 @@ def baseline_search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndar
     the arrays taken under the lock, every posting scored, a hit array, argpartition of all hits."""
     with idx._rw.read():
         n_total = len(idx._rowids)
-        n_live = len(idx._pos)  # a Positions: its len is the live count
+        n_live = len(idx._pos)
         if not n_live or k <= 0:
             return []
         alive = np.frombuffer(idx._alive, dtype=np.uint8)[:n_total].astype(bool)

@@ -264,10 +264,11 @@ class SparseIndex:
                 )
         dl = array("f", [self._dl[old] for _, old in live])
         self._post = post
-        self._rowids = array("q", [r for r, _ in live])
+        rowids = [r for r, _ in live]
+        self._rowids = array("q", rowids)
         self._dl = dl
         self._alive = bytearray(b"\x01" * len(live))
-        self._pos = Positions(np.fromiter((r for r, _ in live), np.int64, len(live)))
+        self._pos = Positions(np.array(rowids, np.int64))
         self._sorted = True
         self._df.clear()
         self._bounds.clear()  # positions moved
@@ -360,7 +361,8 @@ class SparseIndex:
         idx._dl.frombytes(part[1])
         idx._alive = bytearray(part[2])
         terms = bytes(part[3]).decode("utf-8").split("\n") if n_terms else []
-        off = np.frombuffer(part[4], dtype=np.int64).tolist()
+        offsets = np.frombuffer(part[4], dtype=np.int64)
+        off = offsets.tolist()
         if len(idx._rowids) != n_total or len(idx._dl) != n_total or len(terms) != n_terms or len(off) != n_terms + 1:
             raise ValueError("the snapshot's sections do not match its description")
         pos, tfs = part[5], part[6]
@@ -385,7 +387,7 @@ class SparseIndex:
         idx._total_len = float(meta["total_len"])
         if len(part) > 7 and meta.get("bounds_avgdl"):  # the saved MaxScore bounds, most postings first
             bounds = np.frombuffer(part[7], dtype=np.float64)
-            counts = np.diff(np.asarray(off, np.int64))
+            counts = np.diff(offsets)
             top = np.argsort(-counts, kind="stable")[:BOUND_CACHE] if n_terms > BOUND_CACHE else range(n_terms)
             avgdl = float(meta["bounds_avgdl"])
             idx._bounds = {terms[i]: (int(counts[i]), float(bounds[i]), avgdl) for i in top}
