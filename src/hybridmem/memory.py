@@ -171,7 +171,7 @@ class Memory:
         )
         self.answers = AskPipeline(self.searcher.search, self.llms, reranker_choice)
         self._graph: GraphRAG | None = None
-        if auto_embed and not getattr(self.store, "read_only", False) and self.store.pending_count() > 0:
+        if auto_embed and not self.store.capabilities.read_only and self.store.pending_count() > 0:
             self.worker.start()
 
     def _adopt_embedder(self, check: bool) -> None:

@@ -191,7 +191,7 @@ def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
 
 def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, float]]:
     """Exact top-k (rowid, cosine similarity)."""
-    if hasattr(store, "search_dense"):
+    if store.capabilities.native_search:
         return cast(list[tuple[int, float]], store.search_dense(ns, q, None, k, exact=True))
     _, rowids, m = store.load_vectors(ns)
     if not len(rowids):

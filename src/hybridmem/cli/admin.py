@@ -205,9 +205,8 @@ def _check_report(db: str, namespace: str, embedder: Optional[str]) -> dict[str,
     except sqlite3.DatabaseError as e:
         return {"path": display_target(db), "ok": False, "problems": [f"cannot be opened: {e}"], "namespaces": {}}
     with mem:
-        full = getattr(mem.store, "check", None)
-        if full is not None:
-            report: dict[str, Any] = full()
+        if mem.store.capabilities.file_checks:
+            report: dict[str, Any] = mem.store.check()
         else:
             said = mem.store.integrity_check()
             report = {
@@ -264,10 +263,9 @@ def backup(
         raise typer.Exit(2)
     try:
         with cli.open_memory(create=False, check_embedder=False) as mem:
-            run = getattr(mem.store, "backup", None)
-            if run is None:  # pragma: no cover - every file store has it
+            if not mem.store.capabilities.file_checks:  # pragma: no cover - every file store has it
                 raise StoreError(f"{cli.db} cannot be backed up by hybridmem")
-            res = run(dest)
+            res = mem.store.backup(dest)
     except HybridMemError as e:
         raise fail(e) from None
     if as_json:

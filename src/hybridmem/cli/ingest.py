@@ -107,7 +107,7 @@ def _ingest_chat(mem: Memory, convos: list[Any], meta: dict[str, Any]) -> tuple[
     session saying which turns its messages became."""
     report, lines = IngestReport(), []
     for c in convos:
-        last = getattr(mem.store, "max_turn", lambda ns, s: None)(mem.namespace, c.session_id)
+        last = mem.store.max_turn(mem.namespace, c.session_id)
         first = 0 if last is None else last + 1
         msgs = [{**m, "metadata": {**meta, **m.get("metadata", {})}} if meta else m for m in c.messages]
         report.merge(mem.add_messages(msgs, **c.scope()))

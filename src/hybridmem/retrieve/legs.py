@@ -130,14 +130,13 @@ class ProcessBM25Legs:
 def make_legs(store: Store, executor: Executor, *, exact_threshold: int, hnsw_dtype: str = "f32") -> Legs:
     """The legs for ``store``: its own when it runs them (PostgreSQL; with ``bm25_leg="process"`` the
     BM25 leg over in-process postings), else in-process indexes."""
-    own = getattr(store, "search_legs", None)
-    if own is not None:
+    if store.capabilities.native_search:
         if hnsw_dtype != "f32":
             log.warning(
                 "hnsw_dtype %s applies to the embedded backend's graph; this store's own index is used", hnsw_dtype
             )
-        legs: Legs = own()
-        if getattr(store, "bm25_leg", "sql") == "process":
+        legs: Legs = store.search_legs()  # type: ignore[attr-defined]
+        if store.capabilities.bm25_in_process:
             return ProcessBM25Legs(legs, LocalLegs(store, executor, exact_threshold=exact_threshold))
         return legs
     return LocalLegs(store, executor, exact_threshold=exact_threshold, hnsw_dtype=hnsw_dtype)

@@ -215,13 +215,10 @@ class LocalLegs:
 
     def _store_file(self) -> str | None:
         """The store's file, or None (in memory, or not a file: PostgreSQL)."""
-        if getattr(self.store, "native_search", False):
-            return None  # a database server: its "path" is a (masked) URL
-        path = getattr(self.store, "path", None)
-        return path if isinstance(path, str) and path != ":memory:" else None
+        return self.store.capabilities.file
 
     def _writable(self) -> bool:
-        return self._store_file() is not None and not getattr(self.store, "read_only", False)
+        return self._store_file() is not None and not self.store.capabilities.read_only
 
     def _sparse_dir(self) -> tuple[Path, str | None, bool] | None:
         """Where BM25 postings are saved, the identity of the store they belong to, and whether
@@ -232,10 +229,10 @@ class LocalLegs:
         path = self._store_file()
         if path is not None:
             return Path(path + ".bm25"), None, self._writable()
-        directory = getattr(self.store, "bm25_snapshot_dir", None)
-        if not directory:
+        caps = self.store.capabilities
+        if not caps.snapshot_dir:
             return None
-        return Path(directory), f"{self.store.path}#{getattr(self.store, 'schema', '')}", True
+        return Path(caps.snapshot_dir), caps.snapshot_key, True
 
     def _saves_sparse(self) -> bool:
         where = self._sparse_dir()

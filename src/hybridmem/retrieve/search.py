@@ -186,7 +186,7 @@ class Searcher:
                     raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from e
                 if isinstance(e, sqlite3.DatabaseError) and not isinstance(e, sqlite3.OperationalError):
                     # damage the check at open did not see (an OperationalError is not damage)
-                    path = getattr(self.store, "path", "the store")
+                    path = self.store.path
                     raise StoreError(
                         f"reading {path} failed: {e} (run `hybridmem check` on it; restore from a backup)"
                     ) from e

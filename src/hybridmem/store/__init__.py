@@ -37,7 +37,7 @@ def display_target(target: str | Path) -> str:
     return str(target)
 
 
-def open_store(target: str | Path, *, create: bool = True, **options: Any) -> Any:
+def open_store(target: str | Path, *, create: bool = True, **options: Any) -> Store:
     """The backend for ``target``: :class:`~hybridmem.store.postgres.PostgresStore` for a PostgreSQL
     URL (needs the ``postgres`` extra; ``options`` go to it), :class:`SQLiteStore` for anything else
     (a file path). Of the options, an SQLite store takes ``read_only`` (open it for reads only, as

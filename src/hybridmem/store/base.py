@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..filters import Filter
 
 __all__ = [
     "Store",
+    "Capabilities",
     "SQLReader",
     "Allowed",
     "ChunkRow",
@@ -204,12 +206,42 @@ class SQLReader(Protocol):
     def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, declared once by the backend instead of probed by its callers.
+
+    ``backend``: ``"sqlite"`` or ``"postgres"``. ``read_only``: writes are refused (an SQLite file
+    opened for reads). ``native_search``: the store runs the dense leg (and, with
+    ``bm25_in_process`` False, the BM25 leg) in its own server, so ``retrieve.legs.make_legs`` builds
+    the database legs; else every leg runs over in-process indexes. ``bm25_in_process``: the BM25 leg
+    runs over in-process postings even though the store searches natively (PostgreSQL's
+    ``bm25_leg="process"``). ``file``: the store's file (index snapshots may be saved beside it), or
+    None. ``snapshot_dir`` and ``snapshot_key``: where a native store's in-process BM25 postings are
+    saved and the key that ties a saved file to this store. ``file_checks``: ``check()`` (a full
+    structural check of the file and its saved indexes) and ``backup(dest)`` exist.
+    ``sessions``: ``max_turn`` answers (the store keeps chat sessions' turn numbers)."""
+
+    backend: str
+    read_only: bool = False
+    native_search: bool = False
+    bm25_in_process: bool = True
+    file: str | None = None
+    snapshot_dir: str | None = None
+    snapshot_key: str | None = None
+    file_checks: bool = False
+    sessions: bool = True
+
+
 class Store(Protocol):
     """A storage backend: documents, chunks, BM25 token streams, vectors, the embedding queue and
-    the graph tables, per namespace, with version counters that tell in-process indexes what changed."""
+    the graph tables, per namespace, with version counters that tell in-process indexes what changed.
+    What differs between backends is declared in :attr:`capabilities`, never probed with ``getattr``."""
 
     path: str
     schema_version: int
+
+    @property
+    def capabilities(self) -> Capabilities: ...
 
     # namespaces and metadata
     def namespaces(self) -> list[str]: ...
@@ -298,6 +330,12 @@ class Store(Protocol):
     def write_transaction(self) -> AbstractContextManager[Any]: ...
     def snapshot(self) -> AbstractContextManager[Any]: ...
     def integrity_check(self) -> str: ...
+    def check(self) -> dict[str, Any]:
+        """A full check of the store and its saved indexes (``capabilities.file_checks``)."""
+
+    def backup(self, dest: str | Path) -> dict[str, Any]:
+        """A consistent copy at ``dest`` (``capabilities.file_checks``)."""
+
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
 

@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -58,7 +59,16 @@ from ..errors import EmbedderMismatchError, NotFoundError, StoreError, StoreUnav
 from ..filters import Filter
 from ..text.tokenize import TOKENIZER_VERSION
 from . import changelog_sql, graph_sql, history_sql
-from .base import DOCUMENT_COLUMNS, Allowed, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
+from .base import (
+    DOCUMENT_COLUMNS,
+    Allowed,
+    Capabilities,
+    ChunkRow,
+    PreparedDocument,
+    WriteResult,
+    document_record,
+    plan_writes,
+)
 from .sql_filters import to_pg_sql
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION", "BM25_LEG_ENV"]
@@ -420,6 +430,18 @@ class PostgresStore(changelog_sql.ChangeLogReads):
     schema_version = SCHEMA_VERSION
     #: the BM25 and dense legs run in SQL (``search_sparse``, ``search_dense``)
     native_search = True
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """A database server: the dense leg in pgvector, BM25 in SQL or over in-process postings
+        (``bm25_leg``), saved under ``bm25_snapshot_dir`` keyed by the masked URL and schema."""
+        return Capabilities(
+            backend="postgres",
+            native_search=True,
+            bm25_in_process=self.bm25_leg == "process",
+            snapshot_dir=self.bm25_snapshot_dir,
+            snapshot_key=f"{self.path}#{self.schema}",
+        )
 
     def __init__(
         self,
@@ -1661,6 +1683,14 @@ class PostgresStore(changelog_sql.ChangeLogReads):
             return 0
         with self._conn() as conn:
             return int(_one(conn.execute("SELECT n_chunks FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone())[0])
+
+    def check(self) -> dict[str, Any]:
+        """Not for a database server (``capabilities.file_checks`` is False): use ``integrity_check``."""
+        raise StoreError("a PostgreSQL store has no file to check: `hybridmem check` runs integrity_check on it")
+
+    def backup(self, dest: str | Path) -> dict[str, Any]:
+        """Not for a database server (``capabilities.file_checks`` is False): use pg_dump or ``export``."""
+        raise StoreError("a PostgreSQL store is backed up with pg_dump (or copied with `hybridmem migrate`)")
 
     def integrity_check(self) -> str:
         """``ok``, or what is inconsistent: chunk statistics, document frequencies, postings, and

@@ -29,7 +29,16 @@ from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
 from . import changelog_sql, history_sql
-from .base import DOCUMENT_COLUMNS, META_JSON, ChunkRow, PreparedDocument, WriteResult, document_record, plan_writes
+from .base import (
+    DOCUMENT_COLUMNS,
+    META_JSON,
+    Capabilities,
+    ChunkRow,
+    PreparedDocument,
+    WriteResult,
+    document_record,
+    plan_writes,
+)
 from .graph_sql import delete_graph_provenance, graph_tables
 from .sql_filters import to_sql
 
@@ -339,6 +348,12 @@ class SQLiteStore(changelog_sql.ChangeLogReads):
     counters = ("namespaces", "id")
     #: the legs run over in-process indexes loaded from this store (see ``Memory``), not in SQL
     native_search = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """An SQLite file: every leg in process, index snapshots beside the file, ``check``/``backup``."""
+        file = self.path if self.path != ":memory:" else None
+        return Capabilities(backend="sqlite", read_only=self.read_only, file=file, file_checks=True)
 
     def __init__(self, path: str | Path, *, create: bool = True, read_only: bool = False, verify: bool = True) -> None:
         """Open (or, with ``create``, start) the store at ``path``. An existing file is checked first
