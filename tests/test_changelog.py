@@ -23,7 +23,7 @@ from hybridmem import Memory
 from hybridmem.retrieve import sparse_file
 from hybridmem.retrieve.legs import ProcessBM25Legs
 from hybridmem.retrieve.sparse import SparseIndex
-from hybridmem.store import changelog_sql
+from hybridmem.store.sql import changelog as changelog_sql
 from hybridmem.text.tokenize import query_tokens
 from old_layouts import tokens_back_to_fts
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from hybridmem.errors import FilterError, ValidationError
 from hybridmem.filters import And, Cond, Or, canonical, filter_keys, matches, parse_filter
-from hybridmem.store.sql_filters import to_sql
+from hybridmem.store.sql.filters import to_sql
 
 
 def sql_select(

@@ -250,7 +250,7 @@ def test_failed_delete_rolls_back_graph_provenance(demo: Memory, monkeypatch: py
 
 
 def _failed_delete_rolls_back_on_postgres(demo: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hybridmem.store import graph_sql
+    from hybridmem.store.sql import graph as graph_sql
 
     before = demo.store.reader.execute("SELECT count(*) FROM graph_mentions").fetchone()[0]
     orig = graph_sql.delete_graph_provenance

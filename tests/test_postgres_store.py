@@ -20,7 +20,7 @@ from hybridmem import Memory
 from hybridmem.errors import FilterError, StoreError
 from hybridmem.filters import matches, parse_filter
 from hybridmem.retrieve.sparse import SparseIndex
-from hybridmem.store.sql_filters import to_pg_sql
+from hybridmem.store.sql.filters import to_pg_sql
 from hybridmem.text.tokenize import query_tokens
 from test_filters import LONG_IN_METAS, LONG_IN_SPECS
 from test_filters import filters as filter_strategy

@@ -1,5 +1,5 @@
 """The filter language: metadata filters parsed once into a small AST, and evaluated in Python.
-Compilation to SQL (SQLite JSON1, PostgreSQL JSONB) lives with the stores: ``store/sql_filters.py``.
+Compilation to SQL (SQLite JSON1, PostgreSQL JSONB) lives with the stores: ``store/sql/filters.py``.
 
 Grammar (Mongo-like, as agents already speak it)::
 

@@ -18,7 +18,7 @@ from .errors import ValidationError
 from .filters import MAX_KEY_LEN
 from .models import Document
 from .store.base import META_JSON, PreparedDocument
-from .store.history_sql import HISTORY_SEP
+from .store.sql.history import HISTORY_SEP
 from .text.chunk import chunk_text
 from .text.tokenize import TOKENIZER_VERSION, detect_language, index_tokens
 from .timeexpr import parse_timestamp

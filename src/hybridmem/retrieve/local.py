@@ -4,7 +4,7 @@ Each namespace's BM25 postings (:class:`SparseIndex`) and dense index (:class:`D
 loaded on first use and kept in step with the store through its version counters: a write of this
 process is applied to them before its lock is released (:meth:`LocalLegs.commit`); a change the
 process did not make (another process, a server sharing a PostgreSQL database) is seen as a version
-gap and replayed from the store's change logs (``store.changelog_sql``): the chunks or vectors it
+gap and replayed from the store's change logs (``store.sql.changelog``): the chunks or vectors it
 added and removed, read again. Only a gap the log does not cover (a reindex, a log pruned past the index's
 version) reloads the index. A filter's allowed rowids are cached per (namespace, filter) and caught
 up from the same changes instead of re-running the filter over every chunk.
@@ -26,8 +26,8 @@ import numpy as np
 from ..errors import EmbedderMismatchError
 from ..filters import Filter
 from ..lru import LRU
-from ..store import changelog_sql
 from ..store.base import Allowed, Store, WriteResult
+from ..store.sql import changelog as changelog_sql
 from ..text.tokenize import TOKENIZER_VERSION
 from . import sparse_file
 from .dense import HNSW_PARAMS, DenseIndex

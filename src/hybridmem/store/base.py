@@ -2,7 +2,7 @@
 pieces every backend shares (write planning, the embedder check, ``get_document``'s record).
 
 Callers outside ``store/`` use only what :class:`Store` lists; the filter reaches a backend as a
-parsed :class:`~hybridmem.filters.Filter` and is compiled to SQL here, in ``store/sql_filters.py``."""
+parsed :class:`~hybridmem.filters.Filter` and is compiled to SQL here, in ``store/sql/filters.py``."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ class ChunkRow:
     text: str
     source: str | None
     metadata: dict[str, Any]
-    #: the memory's times (epoch seconds) and version (see ``store.history_sql``)
+    #: the memory's times (epoch seconds) and version (see ``store.sql.history``)
     occurred_at: float | None = None
     recorded_at: float | None = None
     valid_to: float | None = None
@@ -142,7 +142,7 @@ class PreparedDocument:
     chunk_ids: list[str] | None = None
     #: when it happened or was said (epoch seconds, UTC); None = when it is written
     occurred_at: float | None = None
-    #: an update keeps the version it replaces (retired, see ``store.history_sql``) instead of dropping it
+    #: an update keeps the version it replaces (retired, see ``store.sql.history``) instead of dropping it
     keep_history: bool = False
     #: the scoped key a memory was written with (``user_id``, ``agent_id``, ``key``): the write retires
     #: the current memory holding it
@@ -255,7 +255,7 @@ class Store(Protocol):
     def max_turn(self, namespace: str, session_id: str) -> int | None: ...
     def session_turns(self, namespace: str, session_id: str, lo: int, hi: int, as_of: float | None) -> list[int]: ...
 
-    # versions (store/history_sql.py)
+    # versions (store/sql/history.py)
     def history(self, namespace: str, doc_id: str) -> list[tuple[Any, ...]]: ...
     def has_history(self, namespace: str) -> bool: ...
     def key_holder(self, namespace: str, mem_key: str) -> str | None: ...

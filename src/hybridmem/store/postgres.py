@@ -58,7 +58,6 @@ from ..config import BM25_K1 as K1
 from ..errors import EmbedderMismatchError, NotFoundError, StoreError, StoreUnavailableError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKENIZER_VERSION
-from . import changelog_sql, graph_sql, history_sql
 from .base import (
     DOCUMENT_COLUMNS,
     Allowed,
@@ -69,7 +68,10 @@ from .base import (
     document_record,
     plan_writes,
 )
-from .sql_filters import to_pg_sql
+from .sql import changelog as changelog_sql
+from .sql import graph as graph_sql
+from .sql import history as history_sql
+from .sql.filters import to_pg_sql
 
 __all__ = ["PostgresStore", "mask_url", "SCHEMA_VERSION", "HNSW_M", "HNSW_EF_CONSTRUCTION", "BM25_LEG_ENV"]
 

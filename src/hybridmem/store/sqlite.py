@@ -28,7 +28,6 @@ from .. import deadline
 from ..errors import NotFoundError, StoreError, ValidationError
 from ..filters import Filter
 from ..text.tokenize import TOKEN_CHARS, TOKENIZER_VERSION
-from . import changelog_sql, history_sql
 from .base import (
     DOCUMENT_COLUMNS,
     META_JSON,
@@ -39,8 +38,10 @@ from .base import (
     document_record,
     plan_writes,
 )
-from .graph_sql import delete_graph_provenance, graph_tables
-from .sql_filters import to_sql
+from .sql import changelog as changelog_sql
+from .sql import history as history_sql
+from .sql.filters import to_sql
+from .sql.graph import delete_graph_provenance, graph_tables
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 

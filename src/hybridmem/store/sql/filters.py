@@ -9,8 +9,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import FilterError
-from ..filters import SYSTEM_COLUMNS, And, Filter, Or, Sys, value_kind
+from ...errors import FilterError
+from ...filters import SYSTEM_COLUMNS, And, Filter, Or, Sys, value_kind
 
 __all__ = ["to_sql", "to_pg_sql"]
 

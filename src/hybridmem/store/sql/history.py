@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .base import SQLReader
+from ..base import SQLReader
 
 __all__ = [
     "HISTORY_SEP",

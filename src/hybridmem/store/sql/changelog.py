@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .base import SQLReader, WriteResult
+from ..base import SQLReader, WriteResult
 
 __all__ = ["KEEP", "LOGS", "ChangeLogReads", "ChunkChange", "changed", "mark_at", "net", "record", "since", "table_sql"]
 
