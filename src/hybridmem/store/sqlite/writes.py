@@ -263,7 +263,7 @@ class _Writes(_Core):
 
     def reindex_sparse(self) -> int:
         """Rebuild every BM25 table from chunk text (after a tokenizer change)."""
-        from ..text.tokenize import index_tokens
+        from ...text.tokenize import index_tokens
 
         n = 0
         with self.write_transaction() as db:
