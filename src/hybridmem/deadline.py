@@ -3,7 +3,7 @@
 A server answers 504 when a request runs past its deadline, but the thread doing the work cannot be
 killed: without more, the query goes on after the 504, holding memory and a core. So the deadline
 travels with the work: :func:`within` sets it for the calling thread, :func:`bind` carries it to a
-leg's worker thread, SQLite's progress handler (``store/sqlite.py``) interrupts a statement once it
+leg's worker thread, SQLite's progress handler (``store/sqlite/core.py``) interrupts a statement once it
 has passed, PostgreSQL gets the time left as ``statement_timeout``, and :func:`check` stops Python
 loops between steps.
 """
