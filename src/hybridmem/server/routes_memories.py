@@ -1,0 +1,130 @@
+"""The memory routes: add a batch, get, replace and delete one memory (``/v1/memories``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, Field
+
+from ..errors import NotFoundError, ValidationError
+from ..models import Document, Namespace, RequestModel
+from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
+
+# ---------------------------------------------------------------------------------------------- models
+
+
+class MemoryIn(RequestModel):
+    """One memory to store. Same id + same content is a no-op; same id + new content an update."""
+
+    text: str = Field(..., min_length=1, description="The memory's text (chunked and indexed).")
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        description="Stable id; omitted = derived from the text (content-addressed).",
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Filterable metadata (JSON object).")
+    source: str | None = Field(None, max_length=4096)
+
+
+class MemoriesRequest(RequestModel):
+    memories: list[MemoryIn] = Field(..., min_length=1, description="The batch (one transaction per 64).")
+    namespace: Namespace = None
+
+
+class MemoryUpdate(RequestModel):
+    text: str = Field(..., min_length=1)
+    metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; omitted = kept.")
+    source: str | None = Field(None, max_length=4096, description="Omitted = kept.")
+
+
+class DeleteReport(BaseModel):
+    deleted: list[str]
+    namespace: str
+
+
+class StoredChunk(BaseModel):
+    chunk_id: str
+    text: str
+
+
+class StoredDocument(BaseModel):
+    doc_id: str
+    source: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    content_hash: str
+    n_chunks: int
+    created_at: str
+    updated_at: str
+    #: when it happened, when this version was recorded, when it stopped being current (ISO 8601 UTC)
+    occurred_at: str | None = None
+    recorded_at: str | None = None
+    valid_to: str | None = None
+    version: int | None = None
+    chunks: list[StoredChunk]
+    namespace: str
+
+
+# ---------------------------------------------------------------------------------------------- routes
+
+
+def register(app: FastAPI, d: Deps) -> None:
+    @app.post(
+        "/v1/memories",
+        response_model=WriteReport,
+        tags=["memories"],
+        responses=error_responses(401, 403, 413, 422, 504),
+    )
+    async def add_memories(body: MemoriesRequest, p: Caller) -> WriteReport:
+        """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
+        ns = p.namespace(body.namespace)
+        if len(body.memories) > d.cfg.max_batch:
+            raise ValidationError(
+                f"at most {d.cfg.max_batch} memories per request, got {len(body.memories)}", field="memories"
+            )
+        docs = [Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source) for m in body.memories]
+        return written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
+
+    @app.get(
+        "/v1/memories/{doc_id:path}",
+        response_model=StoredDocument,
+        tags=["memories"],
+        responses=error_responses(401, 403, 404, 422, 504),
+    )
+    async def get_memory(doc_id: str, p: Caller, namespace: NamespaceQuery = None) -> StoredDocument:
+        """One stored document or memory, with its chunks."""
+        ns = p.namespace(namespace)
+        doc = await d.runner(d.memory().get, doc_id, namespace=ns)
+        return StoredDocument(**doc, namespace=ns)
+
+    @app.put(
+        "/v1/memories/{doc_id:path}",
+        response_model=WriteReport,
+        tags=["memories"],
+        responses=error_responses(401, 403, 404, 413, 422, 504),
+    )
+    async def put_memory(doc_id: str, body: MemoryUpdate, p: Caller, namespace: NamespaceQuery = None) -> WriteReport:
+        """Replace an existing memory's text (and metadata/source when given); 404 if it does not
+        exist (create with POST /v1/memories)."""
+        ns = p.namespace(namespace)
+        return written(
+            await d.runner.write(
+                d.memory().update, doc_id, body.text, metadata=body.metadata, source=body.source, namespace=ns
+            ),
+            ns,
+        )
+
+    @app.delete(
+        "/v1/memories/{doc_id:path}",
+        response_model=DeleteReport,
+        tags=["memories"],
+        responses=error_responses(401, 403, 404, 422, 504),
+    )
+    async def delete_memory(doc_id: str, p: Caller, namespace: NamespaceQuery = None) -> DeleteReport:
+        """Delete a document (by id) or a single chunk (by chunk id) from every index."""
+        ns = p.namespace(namespace)
+        found: list[str] = await d.runner.write(d.memory().delete, [doc_id], namespace=ns)
+        if not found:
+            raise NotFoundError(f"no document or chunk {doc_id!r} in namespace {ns!r}")
+        return DeleteReport(deleted=found, namespace=ns)
