@@ -21,8 +21,9 @@ from pydantic import BaseModel, Field
 
 from .errors import LLMError, ValidationError
 from .llm.base import ChatModel, Message
-from .models import IngestReport, MemoryDecision, QueryResponse, Usage
+from .models import MemoryDecision, QueryResponse, Usage
 from .store.base import PreparedDocument
+from .writes import MemoryWrites
 
 __all__ = ["Candidate", "Decision", "decide", "reconcile"]
 
@@ -112,26 +113,14 @@ def _repaired(v: ConflictVerdict, new: str, known: set[str], model: str, usage: 
     return Decision(v.event, v.target_id, new, reason, model, usage)
 
 
-class Writes(Protocol):
+class Writes(MemoryWrites, Protocol):
     """What the conflict check needs of the memory (``Memory`` is one): search its scope, read,
     update, forget, write."""
 
     @property
     def llm(self) -> ChatModel | None: ...
     def search(self, request: dict[str, Any]) -> QueryResponse: ...
-    def get(self, doc_id: str, *, namespace: str | None = None) -> dict[str, Any]: ...
     def forget(self, id: str, *, namespace: str | None = None, reason: str | None = None) -> None: ...
-    def _write(self, ns: str, batch: list[PreparedDocument], count_pending: bool = False) -> IngestReport: ...
-    def update(
-        self,
-        id: str,
-        text: str,
-        *,
-        metadata: dict[str, Any] | None = None,
-        namespace: str | None = None,
-        occurred_at: str | float | None = None,
-        reason: str | None = None,
-    ) -> IngestReport: ...
 
 
 def reconcile(

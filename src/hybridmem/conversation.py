@@ -21,6 +21,7 @@ from . import config
 from .errors import ValidationError
 from .models import Document, IngestReport, Message
 from .store.base import PreparedDocument, Store
+from .writes import MemoryWrites
 
 __all__ = [
     "SCOPE_KEYS",
@@ -137,26 +138,13 @@ class _Prepares(Protocol):
     def prepare(self, doc: Document | dict[str, Any]) -> PreparedDocument: ...
 
 
-class Writes(Protocol):
+class Writes(MemoryWrites, Protocol):
     """What the writes of messages need of the memory (``Memory`` is one)."""
 
     store: Store
 
     @property
     def preparer(self) -> _Prepares: ...
-
-    def get(self, doc_id: str, *, namespace: str | None = None) -> dict[str, Any]: ...
-    def _write(self, ns: str, batch: list[PreparedDocument], count_pending: bool = False) -> IngestReport: ...
-    def update(
-        self,
-        id: str,
-        text: str,
-        *,
-        metadata: dict[str, Any] | None = None,
-        namespace: str | None = None,
-        occurred_at: str | float | None = None,
-        reason: str | None = None,
-    ) -> IngestReport: ...
 
 
 def add_messages(
