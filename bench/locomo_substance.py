@@ -30,7 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import hybridmem.retrieve.search as S  # noqa: E402
+import hybridmem.retrieve.later_legs as L  # noqa: E402
+import hybridmem.retrieve.leg_table as T  # noqa: E402
 from hybridmem.eval.datasets import load_dataset  # noqa: E402
 from hybridmem.eval.harness import EvalConfig, open_index  # noqa: E402
 from hybridmem.eval.metrics import paired_test, per_query  # noqa: E402
@@ -40,12 +41,12 @@ from hybridmem.text.tokenize import tokenize  # noqa: E402
 DATA = ROOT.parent / "shared" / "data"
 LOCOMO = DATA / "agentmem" / "locomo" / "locomo-shared.json"
 DOCUMENT_SETS = ("piaf-fr", "xquad-de", "xquad-zh", "hotpotqa-hipporag-train100")
-SHIPPED = S.Searcher._substance_leg
+SHIPPED = T.substance_leg  # what the leg table runs
 
 
-def _own_text_leg(self: Any, namespace: str, fused: list[tuple[int, float]], k: int) -> Any:
+def _own_text_leg(store: Any, namespace: str, fused: list[tuple[int, float]], k: int) -> Any:
     top = [r for r, _ in fused[:k]]
-    rows = self.store.fetch(top, namespace)
+    rows = store.fetch(top, namespace)
     size = {r: len(set(tokenize(rows[r].text, "auto"))) for r in top if r in rows}
     pos = {r: i for i, r in enumerate(top)}
     ranked = sorted(top, key=lambda r: (-size.get(r, 0), pos[r]))
@@ -82,17 +83,17 @@ def locomo(cache: Path) -> dict[str, Any]:
     results: dict[str, Any] = {"off": _by_category(ds, _run(mem, ds, {"substance_weight": 0}))}
     print("off", results["off"]["all"], flush=True)
     for name in ("indexed", "own"):
-        S.Searcher._substance_leg = SHIPPED if name == "indexed" else _own_text_leg  # type: ignore[method-assign]
+        T.substance_leg = SHIPPED if name == "indexed" else _own_text_leg
         for w in (0.75, 1.0):
             results[f"{name} {w}"] = r = _by_category(ds, _run(mem, ds, {"substance_weight": w}))
             print(f"{name} {w}", r["all"], flush=True)
-    S.Searcher._substance_leg = SHIPPED  # type: ignore[method-assign]
+    T.substance_leg = SHIPPED
     mem.close()
     return results
 
 
 def documents(cache: Path) -> dict[str, Any]:
-    S.is_turn = lambda row: True  # the gate lifted for every step that has it, in this process only
+    L.is_turn = lambda row: True  # the gate lifted for every step that has it, in this process only
     out: dict[str, Any] = {}
     for name in DOCUMENT_SETS:
         ds = load_dataset(str(DATA / "beir" / name))

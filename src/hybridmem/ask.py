@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Protocol
+from typing import Any, Protocol
 
 from .answer import extractive_answer, llm_answer
 from .errors import HybridMemError, LLMError, ValidationError
@@ -19,7 +19,7 @@ from .llm.registry import LLM_ENV, resolve_llm
 from .models import Answer, Citation, QueryRequest, QueryResponse, Usage
 from .rerank import IdentifierReranker, LLMReranker, Reranker, RerankOutcome
 
-__all__ = ["AskPipeline", "LLMChoice", "RERANKER_ENV", "RERANKERS", "check_reranker"]
+__all__ = ["AskPipeline", "LLMChoice", "RERANKER_ENV", "RERANKERS", "ask_request", "check_reranker"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,30 @@ def check_reranker(choice: str | Reranker | None) -> str | Reranker:
     raise ValidationError(
         f"a reranker is one of {', '.join(RERANKERS)} or a Reranker, got {choice!r}", field="reranker"
     )
+
+
+def ask_request(
+    question: str,
+    top_k: int,
+    metadata_filter: dict[str, Any] | None,
+    rerank: bool,
+    namespace: str | None,
+    query_id: str | None,
+    reranker: str | None,
+) -> dict[str, Any]:
+    """The query fields of ``Memory.ask(question, ...)``: a reranked search (hybrid without ``rerank``)."""
+    data: dict[str, Any] = {
+        "search_text": question,
+        "top_k": top_k,
+        "metadata_filter": metadata_filter or {},
+        "mode": "rerank" if rerank else "hybrid",
+        "namespace": namespace,
+    }
+    if query_id is not None:
+        data["query_id"] = query_id
+    if reranker is not None:
+        data["reranker"] = reranker
+    return data
 
 
 class LLMChoice:

@@ -7,23 +7,25 @@ same), ``UPDATE`` one memory (the new text replaces it; the old version stays in
 ``DELETE`` one (the statement retracts it: a soft delete, kept in the history), or ``NONE`` (one
 memory already says it). The model may only name memories it was shown: an invented id, a missing
 target, an empty update, or a model that fails are repaired to ``ADD`` with the reason saying why,
-so no statement is ever lost to the check. ``Memory.remember`` applies the decision
-(docs/agent-memory.md).
+so no statement is ever lost to the check. :func:`reconcile` finds the candidates, decides and
+applies the decision for ``Memory.remember`` (docs/agent-memory.md).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from .errors import LLMError
+from .errors import LLMError, ValidationError
 from .llm.base import ChatModel, Message
-from .models import Usage
+from .models import MemoryDecision, QueryResponse, Usage
+from .store.base import PreparedDocument
+from .writes import MemoryWrites
 
-__all__ = ["Candidate", "Decision", "decide"]
+__all__ = ["Candidate", "Decision", "decide", "reconcile"]
 
 Event = Literal["ADD", "UPDATE", "DELETE", "NONE"]
 #: the most characters of one candidate memory shown to the model
@@ -109,3 +111,90 @@ def _repaired(v: ConflictVerdict, new: str, known: set[str], model: str, usage: 
         text = (v.text or "").strip() or new
         return Decision("UPDATE", v.target_id, text, reason, model, usage)
     return Decision(v.event, v.target_id, new, reason, model, usage)
+
+
+class Writes(MemoryWrites, Protocol):
+    """What the conflict check needs of the memory (``Memory`` is one): search its scope, read,
+    update, forget, write."""
+
+    @property
+    def llm(self) -> ChatModel | None: ...
+    def search(self, request: dict[str, Any]) -> QueryResponse: ...
+    def forget(self, id: str, *, namespace: str | None = None, reason: str | None = None) -> None: ...
+
+
+def reconcile(
+    mem: Writes,
+    ns: str,
+    prepared: PreparedDocument,
+    *,
+    text: str,
+    meta: dict[str, Any],
+    occurred_at: str | float | None,
+    user_id: str | None,
+    agent_id: str | None,
+    candidates: int,
+    check: bool,
+) -> MemoryDecision:
+    """Store a validated statement: with ``check`` (the memory has an LLM), decided against its
+    ``candidates`` most similar memories of the scope; without, added as it is."""
+    shown: list[Candidate] = []
+    if check:
+        shown = _similar(mem, ns, text, user_id, agent_id, candidates)
+        assert mem.llm is not None
+        decision = decide(mem.llm, text, shown)
+    else:
+        decision = Decision("ADD", None, text, "stored without a conflict check", "rule")
+    out = MemoryDecision(
+        event=decision.event,
+        reason=decision.reason[:1000],
+        decided_by=decision.decided_by,
+        candidates=[c.id for c in shown],
+        usage=decision.usage,
+    )
+    _apply(mem, ns, decision, prepared, meta, occurred_at, out)
+    return out
+
+
+def _similar(mem: Writes, ns: str, text: str, user_id: str | None, agent_id: str | None, k: int) -> list[Candidate]:
+    """The ``k`` current memories most like ``text`` in its scope (hybrid), one per document."""
+    req = {"search_text": text[:2000], "top_k": 4 * k, "mode": "hybrid", "namespace": ns}
+    req.update({f: v for f, v in (("user_id", user_id), ("agent_id", agent_id)) if v is not None})
+    try:
+        hits = mem.search(req).results
+    except ValidationError:  # a scope no memory has yet: nothing to compare with
+        return []
+    seen: dict[str, Candidate] = {}
+    for h in hits:
+        if h.doc_id not in seen and len(seen) < k:
+            seen[h.doc_id] = Candidate(h.doc_id, h.text, h.occurred_at)
+    return list(seen.values())
+
+
+def _apply(
+    mem: Writes,
+    ns: str,
+    d: Decision,
+    prepared: PreparedDocument,
+    meta: dict[str, Any],
+    occurred_at: str | float | None,
+    out: MemoryDecision,
+) -> None:
+    """Write what the decision says; ``out`` gets the memory's id and the write's report."""
+    why = f"{d.event} ({d.decided_by}): {out.reason}"[:1000]
+    if d.event == "ADD":
+        prepared.keep_history, prepared.reason = True, why
+        out.id, out.report = prepared.doc_id, mem._write(ns, [prepared], count_pending=True)
+    elif d.event == "UPDATE":
+        assert d.target_id is not None
+        old = mem.get(d.target_id, namespace=ns)
+        merged = {**old["metadata"], **meta}
+        when = occurred_at if occurred_at is not None else old.get("occurred_at")
+        out.id = d.target_id
+        out.report = mem.update(d.target_id, d.text, metadata=merged, namespace=ns, occurred_at=when, reason=why)
+    elif d.event == "DELETE":
+        assert d.target_id is not None
+        mem.forget(d.target_id, namespace=ns, reason=f"{why} (retracted by: {d.text[:300]})"[:1300])
+        out.id = d.target_id
+    else:  # NONE: the memory already says it
+        out.id = d.target_id

@@ -8,19 +8,30 @@ filterable like any metadata and lifted into each search result — and whose ti
 becomes the document ``{session_id}:{turn}`` with text ``Caroline: I moved to Lisbon.`` (the speaker in
 the text, so that "what did Caroline say" meets it on BM25) and metadata ``{"session_id", "turn",
 "role", "speaker", "user_id", "agent_id"}``. Messages are validated first; one bad message rejects
-the call, naming the message and the field, and nothing is written.
+the call, naming the message and the field, and nothing is written. :func:`add_messages` and
+:func:`supersede` are ``Memory``'s writes of messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from . import config
 from .errors import ValidationError
-from .models import Message
+from .models import Document, IngestReport, Message
+from .store.base import PreparedDocument, Store
+from .writes import MemoryWrites
 
-__all__ = ["SCOPE_KEYS", "check_scope", "check_scopes", "messages_to_documents", "parse_messages"]
+__all__ = [
+    "SCOPE_KEYS",
+    "add_messages",
+    "check_scope",
+    "check_scopes",
+    "messages_to_documents",
+    "parse_messages",
+    "supersede",
+]
 
 #: the metadata keys a message's memory carries (reserved in a message's own metadata)
 SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
@@ -121,3 +132,66 @@ def messages_to_documents(
         )
         previous = text
     return docs
+
+
+class _Prepares(Protocol):
+    def prepare(self, doc: Document | dict[str, Any]) -> PreparedDocument: ...
+
+
+class Writes(MemoryWrites, Protocol):
+    """What the writes of messages need of the memory (``Memory`` is one)."""
+
+    store: Store
+
+    @property
+    def preparer(self) -> _Prepares: ...
+
+
+def add_messages(
+    mem: Writes,
+    ns: str,
+    messages: Iterable[Any],
+    *,
+    session_id: str,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+) -> IngestReport:
+    """Store chat messages as memories of the session (``Memory.add_messages``), turns numbered
+    after its last one. All are validated first: one bad message writes nothing."""
+    check_scopes(session_id, user_id, agent_id)
+    parsed = parse_messages(messages)
+    last = mem.store.max_turn(ns, session_id)
+    previous = None
+    if last is not None:  # the session's last message: the context of the first new one
+        rows = mem.store.fetch(mem.store.session_turns(ns, session_id, last, last, None), ns)
+        previous = "\n".join(r.text for r in rows.values()) or None
+    docs = messages_to_documents(
+        parsed,
+        session_id=session_id,
+        first_turn=(last + 1) if last is not None else 0,
+        user_id=user_id,
+        agent_id=agent_id,
+        previous=previous,
+    )
+    prepared = [mem.preparer.prepare(d) for d in docs]
+    report = IngestReport()
+    for i in range(0, len(prepared), 256):
+        report.merge(mem._write(ns, prepared[i : i + 256]))
+    report.pending_vectors = mem.store.pending_count(ns)
+    return report
+
+
+def supersede(
+    mem: Writes, old_id: str, new: str | dict[str, Any], *, namespace: str | None, reason: str | None
+) -> IngestReport:
+    """A new version of a memory (``Memory.supersede``): its text, or a message that keeps the
+    memory's session and turn."""
+    if isinstance(new, str):
+        return mem.update(old_id, new, namespace=namespace, reason=reason or "superseded")
+    msg = parse_messages([new])[0]
+    old = mem.get(old_id, namespace=namespace)
+    meta = {**old["metadata"], **msg.metadata, "role": msg.role, "speaker": msg.name or msg.role}
+    text = f"{meta['speaker']}: {msg.content}"
+    # without a timestamp, the correction keeps the time of what it corrects
+    when = msg.timestamp if msg.timestamp is not None else old.get("occurred_at")
+    return mem.update(old_id, text, metadata=meta, namespace=namespace, occurred_at=when, reason=reason or "superseded")

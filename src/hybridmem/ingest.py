@@ -6,18 +6,18 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from . import config
 from .errors import ValidationError
 from .filters import MAX_KEY_LEN
-from .models import Document
-from .store.base import META_JSON, PreparedDocument
+from .models import Document, IngestReport
+from .store.base import META_JSON, PreparedDocument, Store
 from .store.sql.history import HISTORY_SEP
 from .text.chunk import chunk_text
 from .text.tokenize import TOKENIZER_VERSION, detect_language, index_tokens
@@ -33,6 +33,7 @@ __all__ = [
     "check_text",
     "common_root",
     "FileBatch",
+    "ingest_path",
     "load_documents",
     "reconcile",
 ]
@@ -236,6 +237,18 @@ class Preparer:
             context=ctx,
         )
 
+    def keyed(self, doc: dict[str, Any], key: str, holder: Callable[[str], str | None]) -> PreparedDocument:
+        """``doc`` prepared as the memory holding ``key`` in its scope: without an id, it goes on
+        under the id of the memory holding the key now (``holder``: the stored key's id, or None),
+        with that memory's history."""
+        prepared = self.prepare({**doc, "key": key})
+        held = holder(prepared.mem_key or "")
+        if doc.get("id") is None and held is not None:  # the key's memory goes on under its id, with its history
+            prepared = self.prepare({**doc, "key": key, "id": held})
+        prepared.keep_history = True
+        prepared.reason = f"key {key!r} written"
+        return prepared
+
     def batches(
         self, docs: Iterable[Document | dict[str, Any]], batch_size: int, skipped: list[dict[str, str]] | None
     ) -> Iterator[list[PreparedDocument]]:
@@ -340,3 +353,41 @@ def reconcile(
             d.metadata = {**stored_meta, **d.metadata}
         kept.append(d)
     return FileBatch(kept, skipped, batch.notes)
+
+
+class Adds(Protocol):
+    """What :func:`ingest_path` needs of the memory (``Memory`` is one)."""
+
+    store: Store
+
+    def add_documents(
+        self,
+        docs: Iterable[Document | dict[str, Any]],
+        *,
+        namespace: str | None = None,
+        progress: Callable[[int], None] | None = None,
+        skip_invalid: bool = False,
+    ) -> IngestReport: ...
+
+
+def ingest_path(
+    mem: Adds,
+    ns: str,
+    path: str | Path,
+    metadata: dict[str, Any] | None,
+    doc_id: str | None,
+    root: str | Path | None,
+    id_prefix: str,
+    encoding: str | None,
+    replace_metadata: bool,
+    progress: Callable[[int], None] | None,
+) -> IngestReport:
+    """Ingest a file or a directory into ``ns`` (``Memory.ingest_path``): its documents, reconciled
+    with what is stored, written with the bad ones skipped and listed."""
+    batch = load_documents(path, metadata=metadata, doc_id=doc_id, base=root, id_prefix=id_prefix, encoding=encoding)
+    heads = mem.store.document_heads(ns, [d.id for d in batch.docs if d.id is not None])
+    batch = reconcile(batch, heads, replace_metadata=replace_metadata)
+    report = mem.add_documents(batch.docs, namespace=ns, progress=progress, skip_invalid=True)
+    report.skipped = batch.skipped + report.skipped
+    report.notes += batch.notes
+    return report

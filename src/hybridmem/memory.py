@@ -10,6 +10,9 @@ It only builds the parts and delegates to them:
 - :class:`~hybridmem.ask.AskPipeline` reranks and answers; :class:`~hybridmem.graph.GraphRAG`
   is the graph layer.
 
+The agent-memory calls (``remember``, ``add_messages``, ``supersede``, ``forget``, ``history``) are
+mixed in from :mod:`hybridmem.memory_agent`, the async twins from :mod:`hybridmem.memory_async`.
+
 Writes are committed and BM25-searchable at once; queries fuse whatever is embedded so far.
 """
 
@@ -19,23 +22,21 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from . import config
-from .ask import RERANKER_ENV, AskPipeline, LLMChoice, check_reranker
-from .conflicts import Candidate, Decision, decide
-from .conversation import check_scopes, messages_to_documents, parse_messages
+from . import config, ingest
+from .ask import AskPipeline, LLMChoice, ask_request, check_reranker
 from .embed.base import Embedder
-from .embed.registry import embedder_name, spec_for_name
 from .embed.worker import Embedders, EmbeddingWorker
-from .errors import EmbedderMismatchError, NotFoundError, ValidationError
-from .ingest import Preparer, check_id, check_namespace, load_documents, reconcile
+from .errors import NotFoundError
+from .ingest import Preparer, check_id, check_namespace
 from .llm.base import ChatModel
+from .memory_agent import AgentMethods
+from .memory_async import AsyncMethods
 from .models import (
     Answer,
     Document,
     IngestReport,
-    MemoryDecision,
     QueryRequest,
     QueryResponse,
     Stats,
@@ -44,54 +45,21 @@ from .models import (
     check_hnsw_dtype,
 )
 from .rerank import Reranker
-from .retrieve.blas import limit_process_blas
 from .retrieve.legs import make_legs
 from .retrieve.search import Searcher, build_request
-from .store import display_target, is_url, open_store, store_exists
-from .store.base import PreparedDocument, Store, check_embedder, version_record
+from .runtime import stored_embedder
+from .store import open_store
+from .store.base import PreparedDocument, Store, check_embedder
 
 if TYPE_CHECKING:
     from .graph.rag import GraphRAG
 
-__all__ = [
-    "Memory",
-    "embedder_name",
-    "RERANKER_ENV",
-    "stored_embedder",
-    "store_exists",
-    "is_url",
-    "display_target",
-    "limit_process_blas",
-]
+__all__ = ["Memory", "stored_embedder"]
 
 log = logging.getLogger(__name__)
 
 
-_T = TypeVar("_T")
-
-
-async def _to_thread(fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
-    import asyncio  # noqa: PLC0415 - only the async twins need it (and ~80 ms of imports with ssl)
-
-    return await asyncio.to_thread(fn, *args, **kwargs)
-
-
-def stored_embedder(target: str | Path) -> str | None:
-    """The embedder spec a store was built with, without loading a model (None: no store yet)."""
-    if not store_exists(target):
-        return None
-    try:
-        store = open_store(target, create=False)
-    except NotFoundError:
-        return None
-    try:
-        name, _ = store.embedder_info()
-    finally:
-        store.close()
-    return spec_for_name(name) if name else None
-
-
-class Memory:
+class Memory(AgentMethods, AsyncMethods):
     """Long-term memory over one store file (or URL, for server backends).
 
     >>> mem = Memory(".hybridmem/memory.db")           # default embedder: bundled e5
@@ -147,7 +115,7 @@ class Memory:
         )
         try:
             self.embedders = Embedders(spec, self._check_embedder)
-            self._adopt_embedder(check_embedder)
+            self.embedders.adopt(self.store, check_embedder)
         except BaseException:
             self.store.close()  # a refused store keeps no connection open
             raise
@@ -173,18 +141,6 @@ class Memory:
         self._graph: GraphRAG | None = None
         if auto_embed and not self.store.capabilities.read_only and self.store.pending_count() > 0:
             self.worker.start()
-
-    def _adopt_embedder(self, check: bool) -> None:
-        """Record the embedder in a new store; refuse another one than the store's (unless ``check``
-        is off). An embedder instance has its dimension checked (or recorded) now."""
-        stored, stored_dim = self.store.embedder_info()
-        if stored is None:
-            self.store.set_embedder(self.embedders.name, None)
-        elif stored != self.embedders.name and check:
-            raise EmbedderMismatchError(stored, stored_dim, self.embedders.name, None)
-        given = self.embedders.loaded
-        if given is not None and getattr(given, "dim", None) and check:
-            self._check_embedder(given)
 
     def _check_embedder(self, emb: Embedder) -> None:
         check_embedder(self.store, emb.name, emb.dim)
@@ -249,139 +205,8 @@ class Memory:
         if key is None:
             return self.add_documents([doc], namespace=namespace)  # validated by the preparer: our errors
         ns = self._ns(namespace)
-        prepared = self.preparer.prepare({**doc, "key": key})
-        holder = self.store.key_holder(ns, prepared.mem_key or "")
-        if id is None and holder is not None:  # the key's memory goes on under its id, with its history
-            prepared = self.preparer.prepare({**doc, "key": key, "id": holder})
-        prepared.keep_history = True
-        prepared.reason = f"key {key!r} written"
+        prepared = self.preparer.keyed(doc, key, lambda mem_key: self.store.key_holder(ns, mem_key))
         return self._write(ns, [prepared], count_pending=True)
-
-    def remember(
-        self,
-        text: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        source: str | None = None,
-        occurred_at: str | float | None = None,
-        id: str | None = None,
-        namespace: str | None = None,
-        reconcile: bool = False,
-        candidates: int = 5,
-    ) -> MemoryDecision:
-        """Store a statement of a user's or agent's memory (the scopes go into its metadata). With
-        ``reconcile`` (needs an LLM), the ``candidates`` most similar current memories of the same
-        scope are compared with it first (:mod:`hybridmem.conflicts`): it is new (ADD), changes one
-        (UPDATE: a new version, the old kept in the history), retracts one (DELETE: a soft delete,
-        kept in the history) or is held already (NONE: nothing written). Each decision's reason
-        goes into the history of the memory it wrote; a model that fails or names a memory it was
-        not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
-        ns = self._ns(namespace)
-        check_scopes(session_id, user_id, agent_id, session_required=False)
-        scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
-        meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
-        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
-        prepared = self.preparer.prepare(doc)
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
-            raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")
-        if reconcile and self.llm is None:
-            raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
-        shown: list[Candidate] = []
-        if reconcile:
-            shown = self._similar(ns, text, user_id, agent_id, candidates)
-            assert self.llm is not None
-            decision = decide(self.llm, text, shown)
-        else:
-            decision = Decision("ADD", None, text, "stored without a conflict check", "rule")
-        out = MemoryDecision(
-            event=decision.event,
-            reason=decision.reason[:1000],
-            decided_by=decision.decided_by,
-            candidates=[c.id for c in shown],
-            usage=decision.usage,
-        )
-        self._apply(ns, decision, prepared, meta, occurred_at, out)
-        return out
-
-    def _similar(self, ns: str, text: str, user_id: str | None, agent_id: str | None, k: int) -> list[Candidate]:
-        """The ``k`` current memories most like ``text`` in its scope (hybrid), one per document."""
-        req = {"search_text": text[:2000], "top_k": 4 * k, "mode": "hybrid", "namespace": ns}
-        req.update({f: v for f, v in (("user_id", user_id), ("agent_id", agent_id)) if v is not None})
-        try:
-            hits = self.search(req).results
-        except ValidationError:  # a scope no memory has yet: nothing to compare with
-            return []
-        seen: dict[str, Candidate] = {}
-        for h in hits:
-            if h.doc_id not in seen and len(seen) < k:
-                seen[h.doc_id] = Candidate(h.doc_id, h.text, h.occurred_at)
-        return list(seen.values())
-
-    def _apply(
-        self,
-        ns: str,
-        d: Decision,
-        prepared: PreparedDocument,
-        meta: dict[str, Any],
-        occurred_at: str | float | None,
-        out: MemoryDecision,
-    ) -> None:
-        """Write what the decision says; ``out`` gets the memory's id and the write's report."""
-        why = f"{d.event} ({d.decided_by}): {out.reason}"[:1000]
-        if d.event == "ADD":
-            prepared.keep_history, prepared.reason = True, why
-            out.id, out.report = prepared.doc_id, self._write(ns, [prepared], count_pending=True)
-        elif d.event == "UPDATE":
-            assert d.target_id is not None
-            old = self.get(d.target_id, namespace=ns)
-            merged = {**old["metadata"], **meta}
-            when = occurred_at if occurred_at is not None else old.get("occurred_at")
-            out.id = d.target_id
-            out.report = self.update(d.target_id, d.text, metadata=merged, namespace=ns, occurred_at=when, reason=why)
-        elif d.event == "DELETE":
-            assert d.target_id is not None
-            self.forget(d.target_id, namespace=ns, reason=f"{why} (retracted by: {d.text[:300]})"[:1300])
-            out.id = d.target_id
-        else:  # NONE: the memory already says it
-            out.id = d.target_id
-
-    def add_messages(
-        self,
-        messages: Iterable[Any],
-        *,
-        session_id: str,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        namespace: str | None = None,
-    ) -> IngestReport:
-        """Store chat messages (OpenAI style: ``role``, ``content``, optional ``name``, ``timestamp``,
-        ``id``, ``metadata``) as memories of the session, turns numbered after its last one
-        (:mod:`hybridmem.conversation`). All are validated first: one bad message writes nothing."""
-        ns = self._ns(namespace)
-        check_scopes(session_id, user_id, agent_id)
-        parsed = parse_messages(messages)
-        last = self.store.max_turn(ns, session_id)
-        previous = None
-        if last is not None:  # the session's last message: the context of the first new one
-            rows = self.store.fetch(self.store.session_turns(ns, session_id, last, last, None), ns)
-            previous = "\n".join(r.text for r in rows.values()) or None
-        docs = messages_to_documents(
-            parsed,
-            session_id=session_id,
-            first_turn=(last + 1) if last is not None else 0,
-            user_id=user_id,
-            agent_id=agent_id,
-            previous=previous,
-        )
-        prepared = [self.preparer.prepare(d) for d in docs]
-        report = IngestReport()
-        for i in range(0, len(prepared), 256):
-            report.merge(self._write(ns, prepared[i : i + 256]))
-        report.pending_vectors = self.store.pending_count(ns)
-        return report
 
     def add_documents(
         self,
@@ -452,43 +277,6 @@ class Memory:
         prepared.keep_history, prepared.reason = keep_history, reason or "updated"
         return self._write(ns, [prepared], count_pending=True)
 
-    def supersede(
-        self, old_id: str, new: str | dict[str, Any], *, namespace: str | None = None, reason: str | None = None
-    ) -> IngestReport:
-        """A new version of a memory (its text, or a message ``{"role", "content", ...}``), the old one
-        kept in the history with ``valid_to``; a message keeps the memory's session and turn."""
-        if isinstance(new, str):
-            return self.update(old_id, new, namespace=namespace, reason=reason or "superseded")
-        msg = parse_messages([new])[0]
-        ns = self._ns(namespace)
-        old = self.get(old_id, namespace=ns)
-        meta = {**old["metadata"], **msg.metadata, "role": msg.role, "speaker": msg.name or msg.role}
-        text = f"{meta['speaker']}: {msg.content}"
-        # without a timestamp, the correction keeps the time of what it corrects
-        when = msg.timestamp if msg.timestamp is not None else old.get("occurred_at")
-        return self.update(old_id, text, metadata=meta, namespace=ns, occurred_at=when, reason=reason or "superseded")
-
-    def forget(self, id: str, *, namespace: str | None = None, reason: str | None = None) -> None:
-        """A soft delete: the memory stops being current now and stays in its history (``as_of`` an
-        earlier time still sees it). ``delete`` removes every version for good."""
-        ns = self._ns(namespace)
-        self.legs.commit(lambda: self.store.retire(ns, check_id(id), reason or "forgotten"))
-
-    def history(self, id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Every version of a memory, oldest first: id, version, times (ISO 8601 UTC), why it was
-        written, and whether it is current. NotFoundError when the memory has no version."""
-        ns = self._ns(namespace)
-        rows = self.store.history(ns, check_id(id))
-        if not rows:
-            raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")
-        out = []
-        for r in rows:
-            rec = version_record(r)
-            doc = self.store.get_document(ns, rec["id"])
-            rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
-            out.append(rec)
-        return out
-
     def delete(self, ids: str | Sequence[str], *, namespace: str | None = None) -> list[str]:
         """Delete documents or single chunks by id from every index, in one transaction.
         Returns the ids found (unknown ids are ignored; the CLI reports them)."""
@@ -533,15 +321,9 @@ class Memory:
         undecodable, an id stored from another file...) is skipped with its reason: it must not
         abort the rest."""
         ns = self._ns(namespace)
-        batch = load_documents(
-            path, metadata=metadata, doc_id=doc_id, base=root, id_prefix=id_prefix, encoding=encoding
+        return ingest.ingest_path(
+            self, ns, path, metadata, doc_id, root, id_prefix, encoding, replace_metadata, progress
         )
-        heads = self.store.document_heads(ns, [d.id for d in batch.docs if d.id is not None])
-        batch = reconcile(batch, heads, replace_metadata=replace_metadata)
-        report = self.add_documents(batch.docs, namespace=ns, progress=progress, skip_invalid=True)
-        report.skipped = batch.skipped + report.skipped
-        report.notes += batch.notes
-        return report
 
     # ------------------------------------------------------------------ vectors
     def _store_vectors(self, items: Sequence[Any]) -> None:
@@ -615,17 +397,7 @@ class Memory:
         one, or if it fails: the extractive answerer (the best sentences of the usable chunks), or
         an honest "not found". ``notes`` says which path ran and why.
         """
-        data: dict[str, Any] = {
-            "search_text": question,
-            "top_k": top_k,
-            "metadata_filter": metadata_filter or {},
-            "mode": "rerank" if rerank else "hybrid",
-            "namespace": namespace,
-        }
-        if query_id is not None:
-            data["query_id"] = query_id
-        if reranker is not None:
-            data["reranker"] = reranker
+        data = ask_request(question, top_k, metadata_filter, rerank, namespace, query_id, reranker)
         req = self._request({**fields, **data})
         return self.answers.ask(req, self._ns(req.namespace), llm)
 
@@ -675,23 +447,3 @@ class Memory:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    # ------------------------------------------------------------------ async twins
-    async def asearch(self, request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryResponse:
-        return await _to_thread(self.search, request, **kwargs)
-
-    async def aask(self, question: str, **kwargs: Any) -> Answer:
-        return await _to_thread(self.ask, question, **kwargs)
-
-    async def aadd(self, text: str, **kwargs: Any) -> IngestReport:
-        return await _to_thread(self.add, text, **kwargs)
-
-    async def aadd_documents(self, docs: Iterable[Document | dict[str, Any]], **kwargs: Any) -> IngestReport:
-        docs = list(docs)
-        return await _to_thread(self.add_documents, docs, **kwargs)
-
-    async def aupdate(self, id: str, text: str, **kwargs: Any) -> IngestReport:
-        return await _to_thread(self.update, id, text, **kwargs)
-
-    async def adelete(self, ids: str | Sequence[str], **kwargs: Any) -> list[str]:
-        return await _to_thread(self.delete, ids, **kwargs)

@@ -183,7 +183,8 @@ def _size(n: int) -> str:
 
 def _check_report(db: str, namespace: str, embedder: Optional[str]) -> dict[str, Any]:
     """What ``check`` prints: the store's own full check (SQLite), or its consistency checks (PostgreSQL)."""
-    from ..memory import Memory, display_target, store_exists
+    from ..memory import Memory
+    from ..runtime import display_target, store_exists
 
     if not store_exists(db):
         raise NotFoundError(f"no memory store at {db} (pass --db)")
@@ -250,7 +251,7 @@ def backup(
     """Copy the store to DEST while it is in use: SQLite's online backup, checked, then renamed into place."""
     cli = cli_context(ctx)
     if _is_postgres(cli.db):
-        from ..memory import display_target
+        from ..runtime import display_target
 
         err.print(
             "error: a PostgreSQL store is backed up by PostgreSQL: pg_dump --format=custom --schema=hybridmem "

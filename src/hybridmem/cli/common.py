@@ -82,8 +82,8 @@ def real_console(console: Console) -> Console:
 
 
 def stored_embedder(target: str) -> str | None:
-    """The embedder spec the store was built with (None: no store yet); see :func:`hybridmem.memory.stored_embedder`."""
-    from ..memory import stored_embedder as _stored
+    """The embedder spec the store was built with (None: no store yet); see :func:`hybridmem.runtime.stored_embedder`."""
+    from ..runtime import stored_embedder as _stored
 
     return _stored(target)
 
@@ -103,7 +103,8 @@ class CliContext:
         PostgreSQL runs the BM25 leg in SQL unless ``HYBRIDMEM_PG_BM25_LEG`` says otherwise: loading a
         namespace's postings into the process (the default, for servers) costs seconds per 100k
         chunks and pays off over many queries, not one."""
-        from ..memory import Memory, is_url, store_exists
+        from ..memory import Memory
+        from ..runtime import is_url, store_exists
 
         # reuse the embedder the store was built with, so commands need no --embedder
         spec = self.embedder or stored_embedder(self.db)

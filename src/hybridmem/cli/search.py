@@ -231,58 +231,83 @@ def _search_local(cli: CliContext, req: QueryRequest, llm: Optional[str]) -> tup
         return mem.search(req), note
 
 
+#: the options of ``search`` whose help takes more than a line
+_Mode = Annotated[
+    Optional[str],
+    typer.Option(
+        "--mode", "-m", metavar="MODE", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."
+    ),
+]
+_Rerank = Annotated[
+    bool, typer.Option("--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid).")
+]
+_GraphWeight = Annotated[
+    Optional[float], typer.Option("--graph-weight", metavar="W", help="Weight of the graph leg (hybrid).")
+]
+_FeedbackWeight = Annotated[
+    Optional[float],
+    typer.Option("--feedback-weight", metavar="W", help="Weight of the feedback leg (hybrid; 0 = off)."),
+]
+_DenseCentering = Annotated[
+    Optional[float],
+    typer.Option(
+        "--dense-centering",
+        metavar="S",
+        help="Share of the scope's mean vector taken off the query's when the dense leg ranks turns (0 = off).",
+    ),
+]
+_SubstanceWeight = Annotated[
+    Optional[float],
+    typer.Option(
+        "--substance-weight",
+        metavar="W",
+        help="Weight of the substance leg: turns that say more first, when the top results are turns (0 = off).",
+    ),
+]
+_Fusion = Annotated[
+    Optional[str],
+    typer.Option(
+        "--fusion",
+        metavar="NAME",
+        help="rrf (default), adaptive (per-query leg weights), or dbsf, combsum, combmnz (normalized scores).",
+    ),
+]
+_Filters = Annotated[
+    list[str], typer.Option("--filter", "-f", metavar="KEY=VALUE", help="key=value equality filter (repeatable).")
+]
+_FilterJson = Annotated[
+    Optional[str], typer.Option("--filter-json", metavar="JSON", help='A filter object, e.g. {"severity": {"$gte": 2}}')
+]
+_RequestFile = Annotated[
+    Optional[Path],
+    typer.Option("--request", metavar="PATH", help="A JSON request file of the contract ('-' = stdin); no TEXT then."),
+]
+_Local = Annotated[
+    bool, typer.Option("--local", help="Search in this process even when a `hybridmem serve` of this store runs.")
+]
+
+
 def search(
     ctx: typer.Context,
     text: Optional[str] = typer.Argument(None, metavar="TEXT", help="What to look for."),
     top_k: Optional[int] = typer.Option(None, "--top-k", "-k", metavar="N", help="Results to return (default 5)."),
-    mode: Optional[str] = typer.Option(
-        None, "--mode", "-m", metavar="MODE", help="hybrid (default), bm25, vector, rerank (hybrid + rerank) or graph."
-    ),
-    rerank: bool = typer.Option(
-        False, "--rerank", help="Rerank the fused candidates of --mode (same as --mode rerank for hybrid)."
-    ),
+    mode: _Mode = None,
+    rerank: _Rerank = False,
     reranker: Optional[str] = typer.Option(None, "--reranker", metavar="NAME", help=_RERANKER_HELP),
     llm: Optional[str] = typer.Option(None, "--llm", metavar="SPEC", help=_LLM_HELP),
     dense_weight: Optional[float] = typer.Option(None, "--dense-weight", metavar="W"),
     sparse_weight: Optional[float] = typer.Option(None, "--sparse-weight", metavar="W"),
     rrf_k: Optional[float] = typer.Option(None, "--rrf-k", metavar="K"),
-    graph_weight: Optional[float] = typer.Option(
-        None, "--graph-weight", metavar="W", help="Weight of the graph leg (hybrid)."
-    ),
-    feedback_weight: Optional[float] = typer.Option(
-        None, "--feedback-weight", metavar="W", help="Weight of the feedback leg (hybrid; 0 = off)."
-    ),
-    dense_centering: Optional[float] = typer.Option(
-        None,
-        "--dense-centering",
-        metavar="S",
-        help="Share of the scope's mean vector taken off the query's when the dense leg ranks turns (0 = off).",
-    ),
-    substance_weight: Optional[float] = typer.Option(
-        None,
-        "--substance-weight",
-        metavar="W",
-        help="Weight of the substance leg: turns that say more first, when the top results are turns (0 = off).",
-    ),
-    fusion: Optional[str] = typer.Option(
-        None,
-        "--fusion",
-        metavar="NAME",
-        help="rrf (default), adaptive (per-query leg weights), or dbsf, combsum, combmnz (normalized scores).",
-    ),
+    graph_weight: _GraphWeight = None,
+    feedback_weight: _FeedbackWeight = None,
+    dense_centering: _DenseCentering = None,
+    substance_weight: _SubstanceWeight = None,
+    fusion: _Fusion = None,
     fetch_k: Optional[int] = typer.Option(None, "--fetch-k", metavar="N"),
-    filters: list[str] = typer.Option(
-        [], "--filter", "-f", metavar="KEY=VALUE", help="key=value equality filter (repeatable)."
-    ),
-    filter_json: Optional[str] = typer.Option(
-        None, "--filter-json", metavar="JSON", help='A filter object, e.g. {"severity": {"$gte": 2}}'
-    ),
-    request: Optional[Path] = typer.Option(
-        None, "--request", metavar="PATH", help="A JSON request file of the contract ('-' = stdin); no TEXT then."
-    ),
-    local: bool = typer.Option(
-        False, "--local", help="Search in this process even when a `hybridmem serve` of this store runs."
-    ),
+    filters: _Filters = [],  # noqa: B006 - typer's default, never mutated
+    filter_json: _FilterJson = None,
+    request: _RequestFile = None,
+    local: _Local = False,
     as_json: bool = typer.Option(False, "--json", help="Print the contract response as JSON."),
     session: _Sessions = [],  # noqa: B006 - typer's default, never mutated
     user: _User = None,

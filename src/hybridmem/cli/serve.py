@@ -169,7 +169,8 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 def _run(cli: CliContext, cfg: Any, emb: Any, spec: str, run_server: Callable[[Any, Memory], None]) -> None:
     """Warm the embedder and every namespace's indexes, then serve until stopped."""
-    from ..memory import Memory, display_target
+    from ..memory import Memory
+    from ..runtime import display_target
 
     emb.warm_up()
     with Memory(cli.db, embedder=emb, namespace=cli.namespace, auto_embed=True) as mem:
@@ -250,7 +251,7 @@ def serve(
 
         spec = cli.embedder or cfg.embedder or stored_embedder(cli.db)  # the store's own, as every command
         # concurrent requests' query embeddings are computed in one batch (a bundled model's cost is per call)
-        from ..memory import limit_process_blas
+        from ..runtime import limit_process_blas
 
         # many request threads run numpy at once: one BLAS thread per call (OPENBLAS_NUM_THREADS overrides).
         # Before the embedder is made: the e5 model writes OMP_NUM_THREADS into the environment.

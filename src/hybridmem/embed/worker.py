@@ -14,10 +14,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
-from ..errors import EmbedderError
+from ..errors import EmbedderError, EmbedderMismatchError
 from ..lru import LRU
 from .base import Embedder
 from .registry import create_embedder, embedder_name, wants_separate_worker_instance
@@ -35,6 +36,13 @@ MAX_FAST_BATCH = 1024
 PendingRows = Callable[[int], list[tuple[int, str, str, str]]]
 #: stores (rowid, text hash, vector) triples; returns when the write is committed and applied
 StoreVectors = Callable[[Sequence[tuple[int, str, np.ndarray]]], object]
+
+
+class _Records(Protocol):
+    """The store's record of its embedder (a Store is one)."""
+
+    def embedder_info(self) -> tuple[str | None, int | None]: ...
+    def set_embedder(self, name: str, dim: int | None) -> None: ...
 
 
 class Embedders:
@@ -93,6 +101,18 @@ class Embedders:
             raise EmbedderError(f"query vector has shape {v.shape}, expected ({model.dim},)")
         self._vectors.put(text, v)
         return v
+
+    def adopt(self, store: _Records, check: bool) -> None:
+        """Record the embedder in a new store; refuse another one than the store's (unless ``check``
+        is off). An embedder instance has its dimension checked (or recorded) now."""
+        stored, stored_dim = store.embedder_info()
+        if stored is None:
+            store.set_embedder(self.name, None)
+        elif stored != self.name and check:
+            raise EmbedderMismatchError(stored, stored_dim, self.name, None)
+        given = self.loaded
+        if given is not None and getattr(given, "dim", None) and check:
+            self._check(given)
 
     def switch(self, embedder: str | Embedder) -> Embedder:
         """Use another embedder from now on (``Memory.reembed``); returns its loaded model."""

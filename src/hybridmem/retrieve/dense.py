@@ -410,17 +410,7 @@ class DenseIndex:
         """Build (or restore) the graph of the rows ``alive`` marks, as of the store's vector
         ``version``; then catch up with the writes made meanwhile and put it in use."""
         try:
-            from usearch.index import Index
-
-            hp = HNSW_PARAMS
-            idx = Index(
-                ndim=self.dim,
-                metric=str(hp["metric"]),
-                dtype=self.hnsw_dtype,
-                connectivity=int(hp["connectivity"]),
-                expansion_add=int(hp["expansion_add"]),
-                expansion_search=self.ef,
-            )
+            idx = self._new_graph()
             live = np.flatnonzero(alive)
             restored = (
                 self.saved.restore(self.dim, rowids, matrix, live, lambda x: graph_form(x, self.hnsw_dtype), version)
@@ -472,6 +462,25 @@ class DenseIndex:
             with self._lock:
                 self._hnsw_failed, self._building = True, False
             return
+        self._adopt_graph(idx, gen, n0, rowids, alive)
+
+    def _new_graph(self) -> Any:
+        """An empty usearch graph of this index's dimension, dtype and HNSW parameters."""
+        from usearch.index import Index
+
+        hp = HNSW_PARAMS
+        return Index(
+            ndim=self.dim,
+            metric=str(hp["metric"]),
+            dtype=self.hnsw_dtype,
+            connectivity=int(hp["connectivity"]),
+            expansion_add=int(hp["expansion_add"]),
+            expansion_search=self.ef,
+        )
+
+    def _adopt_graph(self, idx: Any, gen: int, n0: int, rowids: np.ndarray, alive: np.ndarray) -> None:
+        """Put a graph built of the first ``n0`` rows in use, after the writes made during the build
+        (unless the index was reloaded or compacted meanwhile: then the build is dropped)."""
         with self._lock:
             if gen != self._generation:  # reloaded or compacted meanwhile: positions moved, start over
                 self._building = False

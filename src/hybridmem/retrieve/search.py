@@ -1,9 +1,8 @@
-"""One query: validate the filter, run the BM25 and dense legs concurrently behind the same
-pre-filter, fuse them with weighted RRF, and build the contract response with per-leg provenance."""
+"""One query: validate the filter, run the legs of the leg table (:mod:`.leg_table`) concurrently behind
+the same pre-filter, fuse them (weighted RRF by default), and build the contract response with per-leg provenance."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -21,19 +20,16 @@ from ..lru import LRU
 from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
-from ..timeexpr import asks_when
-from .fusion import SCORE_FUSIONS, query_features, rrf, score_fusion, shipped_model
+from .fusion import SCORE_FUSIONS, query_features, shipped_model
+from .later_legs import FEEDBACK_DOCS, FEEDBACK_TERMS, WHEN_DEPTH, top_turns
+from .leg_table import LATER_LEGS, LEGS, Fusion, Query
 from .legs import Legs
 from .scope import (
     check_scopes,
     combine,
     context_turns,
     conversation_fields,
-    is_turn,
     scope_filter,
-    time_filter,
-    time_mentions,
-    time_word_terms,
 )
 from .types import LegHit, QueryEncoder
 
@@ -48,11 +44,6 @@ __all__ = [
     "WHEN_DEPTH",
 ]
 
-#: fused candidates the when leg looks at (LoCoMo's when-questions: nDCG@10 the same at 50 and 100)
-WHEN_DEPTH = 50
-#: the feedback leg: the first fused results whose terms it reads, and the terms it adds to the query
-FEEDBACK_DOCS = 3
-FEEDBACK_TERMS = 10
 #: the scope's vectors its mean is taken over, at most (evenly spaced over its rowids): a mean of
 #: 1,024 unit vectors is within ~0.001 per dimension of the whole scope's
 CENTER_SAMPLE = 1024
@@ -195,12 +186,67 @@ class Searcher:
 
     def _search(self, req: QueryRequest, namespace: str, fetch_k: int | None, keep: int | None) -> QueryResponse:
         t0 = time.perf_counter()
+        q, warnings = self._query(req, namespace, fetch_k)
+        # the legs start at once; what this thread does meanwhile (reading the question's time
+        # expressions, which start the time legs, and counting the chunks without a vector) no
+        # longer waits before them
+        legs_t0 = time.perf_counter()
+        running = self._start_legs(self._calls(q, 0))
+        try:
+            if q.mode == "hybrid":
+                running.update(self._start_legs({**self._calls(q, 1), **self._calls(q, 2)}))
+            pending = self.store.pending_count(namespace) if q.mode in ("vector", "hybrid") else 0
+        except BaseException:
+            for fut in running.values():
+                fut.cancel()  # those already running finish on their own; nothing waits for them
+            raise
+        hits, reports = self._collect_legs(running, legs_t0)
+        for name in ("bm25", "dense"):
+            reports.setdefault(name, LegReport(status="skipped"))
+        f = self._fusion(q, hits, pending, warnings)
+        fused = f.fuse()
+        # the fused top, read once for the steps that run only when it is conversation turns
+        later = [leg for leg in LATER_LEGS if leg.applies(q)]
+        center = q.mode == "hybrid" and q.hp.dense_centering > 0 and f.weights["dense"] > 0 and bool(hits.get("dense"))
+        wants_turns = center or any(leg.needs in ("fused", "turns") for leg in later)
+        turns = top_turns(self.store, namespace, fused) if wants_turns and fused else []
+        if center and turns:
+            centered, reports["centering"] = self._centered_dense(req, namespace, q.flt, q.allowed, q.k)
+            if centered is not None:
+                hits["dense"] = centered
+                fused = f.fuse()
+                if [r for r, _ in fused[:FEEDBACK_DOCS]] != turns:  # the top moved: read it again
+                    turns = top_turns(self.store, namespace, fused)
+        for leg in later:
+            if (leg.needs == "fused" and not fused) or (leg.needs == "turns" and not turns):
+                continue
+            out, reports[leg.name] = leg.run(self, q, fused, turns)
+            if out or leg.always:
+                hits[leg.name] = out
+                f.order.append(leg.name)
+                fused = f.fuse()
+        # weight 0 removes a leg's contribution; a chunk only such legs found is dropped
+        live = {r for n in f.order if f.weights[n] > 0 for r, _ in hits[n]}
+        fused = [(r, sc) for r, sc in fused if r in live][: keep or req.top_k]
+        return QueryResponse(
+            query_id=req.query_id,
+            results=self._results(q, fused, hits, f.order),
+            mode=req.mode,
+            namespace=namespace,
+            legs=reports,
+            pending_vectors=pending,
+            took_ms=round((time.perf_counter() - t0) * 1000, 3),
+            warnings=warnings,
+            fusion=f.used,
+            leg_weights={n: round(f.weights[n], 6) for n in f.order},
+        )
+
+    def _query(self, req: QueryRequest, namespace: str, fetch_k: int | None) -> tuple[Query, list[str]]:
+        """The query's inputs to its legs, and the warnings so far (an unknown namespace or filter key)."""
         warnings = self._namespace_warning(namespace)
         flt = combine(
             self.validate_filter(namespace, req.metadata_filter, warnings), scope_filter(req, self.store, namespace)
         )
-        k = fetch_k or req.effective_fetch_k()
-        hp = req.hybrid_params
         # the legs of mode "rerank" are the hybrid ones; reordering is the caller's (Memory's) job
         mode = "hybrid" if req.mode == "rerank" else req.mode
         self.legs.prepare(namespace, mode)
@@ -209,42 +255,30 @@ class Searcher:
         if allowed is not None and (allowed.rowids is None or allowed.empty):
             check_scopes(req, self.store, namespace)
         terms = query_tokens(req.search_text) if mode in ("bm25", "hybrid") else []
-        # the legs start at once; what this thread does meanwhile (reading the question's time
-        # expressions, which start the time legs, and counting the chunks without a vector) no
-        # longer waits before them
-        legs_t0 = time.perf_counter()
-        running = self._start_legs(self._legs(req, namespace, mode, allowed, k, terms))
-        try:
-            if mode == "hybrid":
-                running.update(self._start_legs(self._time_legs(req, namespace, flt, allowed, k)))
-            pending = self.store.pending_count(namespace) if mode in ("vector", "hybrid") else 0
-        except BaseException:
-            for fut in running.values():
-                fut.cancel()  # those already running finish on their own; nothing waits for them
-            raise
-        hits, reports = self._collect_legs(running, legs_t0)
-        for name in ("bm25", "dense"):
-            reports.setdefault(name, LegReport(status="skipped"))
+        k = fetch_k or req.effective_fetch_k()
+        return Query(req, namespace, mode, flt, allowed, k, terms), warnings
 
-        order: list[str] = [
-            n for n in ("bm25", "dense", "exact", "graph", "time", "time_dense", "recency") if n in hits
-        ]
-        weights = {
-            "bm25": hp.sparse_weight,
-            "dense": hp.dense_weight,
-            "exact": hp.exact_weight,
-            "graph": 1.0 if mode == "graph" else hp.graph_weight,
-            "time": hp.time_weight,
-            "time_dense": hp.time_weight,
-            "recency": hp.recency_weight,
-        }
-        scale = self._dense_scale(namespace, pending, mode, warnings)
+    def _calls(self, q: Query, stage: int) -> dict[str, Callable[[], list[LegHit]]]:
+        """The legs of ``stage`` (:data:`LEGS`) the query runs, each a call bound to its inputs."""
+        calls = {leg.name: call for leg in LEGS if leg.stage == stage and (call := leg.start(self, q)) is not None}
+        if stage == 0 and q.allowed is not None and q.allowed.empty:  # the filter allows nothing: every leg
+            return {name: list for name in calls}  # answers empty
+        return calls
+
+    def _fusion(self, q: Query, hits: dict[str, list[LegHit]], pending: int, warnings: list[str]) -> Fusion:
+        """How the legs' answers are fused: the method, the legs in order and their weights (adaptive
+        fusion's dense share, the partial-coverage policy of the dense leg)."""
+        hp, mode = q.hp, q.mode
+        order = [leg.name for leg in LEGS if leg.name in hits]
+        weights = {leg.name: leg.weight(hp, mode) for leg in LEGS}
+        weights.update({leg.name: leg.weight(hp, mode) for leg in LATER_LEGS})
+        scale = self._dense_scale(q.namespace, pending, mode, warnings)
         fusion: str = hp.fusion if "fusion" in hp.model_fields_set else self.default_fusion
         method, used = fusion, fusion
         if fusion == "adaptive":
             method = shipped_model().base
             if "bm25" in hits and "dense" in hits:
-                alpha = self._dense_share(hits, terms)
+                alpha = self._dense_share(hits, q.terms)
                 weights["bm25"] *= 2 * (1 - alpha)
                 weights["dense"] *= 2 * alpha
         weights["dense"] *= scale[0]
@@ -254,58 +288,17 @@ class Searcher:
             warnings.append(f"fusion {fusion} runs as rrf while {pending} chunks wait for their vectors")
             method = used = "rrf"
         stand_in = (
-            self._stand_in_dense_ranks(namespace, hits)
+            self._stand_in_dense_ranks(q.namespace, hits)
             if method not in SCORE_FUSIONS and pending and mode == "hybrid" and "dense" in hits
             else []
         )
+        return Fusion(hits, order, weights, method, used, hp.rrf_k_constant, scale[1], stand_in)
 
-        def fuse() -> list[tuple[int, float]]:
-            if method in SCORE_FUSIONS:
-                return score_fusion([hits[n] for n in order], method, [weights[n] for n in order])
-            return rrf(
-                [[r for r, _ in hits[n]] for n in order],
-                k=hp.rrf_k_constant,
-                weights=[weights[n] for n in order],
-                rank_scales=[scale[1] if n == "dense" else 1.0 for n in order],
-                imputed=[stand_in if n == "dense" else [] for n in order],
-            )
-
-        fused = fuse()
-        center = mode == "hybrid" and hp.dense_centering > 0 and weights["dense"] > 0 and bool(hits.get("dense"))
-        feed = mode == "hybrid" and hp.feedback_weight > 0 and bool(terms)
-        substance = mode == "hybrid" and hp.substance_weight > 0
-        # the fused top, read once for the steps that run only when it is conversation turns
-        turns = self._top_turns(namespace, fused) if (center or feed or substance) and fused else []
-        if center and turns:
-            centered, reports["centering"] = self._centered_dense(req, namespace, flt, allowed, k)
-            if centered is not None:
-                hits["dense"] = centered
-                fused = fuse()
-                if [r for r, _ in fused[:FEEDBACK_DOCS]] != turns:  # the top moved: read it again
-                    turns = self._top_turns(namespace, fused)
-        if feed and fused:
-            feedback, reports["feedback"] = self._feedback_leg(namespace, terms, turns, allowed, k)
-            if feedback:
-                hits["feedback"] = feedback
-                order.append("feedback")
-                weights["feedback"] = hp.feedback_weight
-                fused = fuse()
-        if mode == "hybrid" and hp.time_weight > 0 and asks_when(req.search_text):
-            when, reports["when"] = self._when_leg(namespace, fused)
-            if when:
-                hits["when"] = when
-                order.append("when")
-                weights["when"] = hp.time_weight
-                fused = fuse()
-        if substance and turns:  # last: a prior over the candidates every other leg brought
-            hits["substance"], reports["substance"] = self._substance_leg(namespace, fused, k)
-            order.append("substance")
-            weights["substance"] = hp.substance_weight
-            fused = fuse()
-        # weight 0 removes a leg's contribution; a chunk only such legs found is dropped
-        live = {r for n in order if weights[n] > 0 for r, _ in hits[n]}
-        fused = [(r, s) for r, s in fused if r in live][: keep or req.top_k]
-        rows = self.store.fetch([r for r, _ in fused], namespace)
+    def _results(
+        self, q: Query, fused: list[tuple[int, float]], hits: dict[str, list[LegHit]], order: list[str]
+    ) -> list[QueryResult]:
+        """The fused chunks as results, with each leg's rank and score of them (per-leg provenance)."""
+        rows = self.store.fetch([r for r, _ in fused], q.namespace)
         rank_of = {n: {r: i for i, (r, _) in enumerate(hits[n], start=1)} for n in order}
         score_of = {n: dict(hits[n]) for n in order}
         results = []
@@ -326,78 +319,8 @@ class Searcher:
                     **conversation_fields(row),
                 )
             )
-        context_turns(self.store, namespace, req, results)
-        return QueryResponse(
-            query_id=req.query_id,
-            results=results,
-            mode=req.mode,
-            namespace=namespace,
-            legs=reports,
-            pending_vectors=pending,
-            took_ms=round((time.perf_counter() - t0) * 1000, 3),
-            warnings=warnings,
-            fusion=used,
-            leg_weights={n: round(weights[n], 6) for n in order},
-        )
-
-    def _when_leg(self, namespace: str, fused: list[tuple[int, float]]) -> tuple[list[LegHit], LegReport]:
-        """The when leg (scope.py): of the fused top :data:`WHEN_DEPTH`, the conversation turns that
-        say when, in their fused order; empty when none or all of them do (it would only echo the
-        fusion). A document dates its facts ("in 1857"), a turn says "yesterday": only turns count."""
-        t0 = time.perf_counter()
-        top = fused[:WHEN_DEPTH]
-        held = self.legs.holding(namespace, time_word_terms(), [r for r, _ in top])
-        if held:
-            held = {r for r, row in self.store.fetch(sorted(held), namespace).items() if is_turn(row)}
-        when = [(r, sc) for r, sc in top if r in held] if held and len(held) < len(top) else []
-        return when, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(when))
-
-    def _feedback_leg(
-        self, namespace: str, terms: list[str], top: list[int], allowed: Allowed | None, k: int
-    ) -> tuple[list[LegHit], LegReport]:
-        """The feedback leg (pseudo-relevance feedback, RM3's idea as one RRF leg): BM25 over the query's
-        terms plus the :data:`FEEDBACK_TERMS` terms of the fused top :data:`FEEDBACK_DOCS` that the query
-        lacks, each scored by the sum of its idf, ln(N / df), over those results that hold it (ties by
-        term). It reaches what shares the best results' words but not the question's (LoCoMo: Recall@10
-        +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on the document sets
-        it cost nDCG@10 (bench/feedback_documents.py). ``top``: those results when they are turns, else
-        [] (:meth:`_top_turns`). Same pre-filter as every leg; one more BM25 query, after the fusion
-        it reads."""
-        t0 = time.perf_counter()
-        if not top:
-            return [], LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=0)
-        have = set(terms)
-        held: dict[str, int] = {}
-        for _, toks in self.store.tokens_for(namespace, top):
-            for t in set(toks.split()) - have:
-                held[t] = held.get(t, 0) + 1
-        n, df = self.legs.doc_freqs(namespace, list(held)) if held else (0, {})
-        gain = {t: held[t] * math.log(n / f) for t, f in df.items() if 0 < f < n}
-        extra = sorted(gain, key=lambda t: (-gain[t], t))[:FEEDBACK_TERMS]
-        out = self.legs.sparse(namespace, [*terms, *extra], allowed, k) if extra else []
-        return out, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(out))
-
-    def _substance_leg(self, namespace: str, fused: list[tuple[int, float]], k: int) -> tuple[list[LegHit], LegReport]:
-        """The substance leg: the fused top ``k`` (the legs' depth) again, the chunks that hold more
-        distinct terms (as indexed) first, ties in fused order; its score is that count. A
-        query-independent prior (a document prior, as a length or link prior in web search): a
-        turn that says little ("See ya!", "Glad it helped ya, Melanie!") matches every question by
-        its speaker's name and sits close to every question in e5's space, while a turn that is
-        evidence says something (LoCoMo: median 37 words against 24 for all turns). Only when the
-        fused top is conversation turns, like the feedback leg. One read of the candidates' tokens."""
-        t0 = time.perf_counter()
-        top = [r for r, _ in fused[:k]]
-        size = {r: len(set(toks.split())) for r, toks in self.store.tokens_for(namespace, top)}
-        pos = {r: i for i, r in enumerate(top)}
-        ranked = sorted(top, key=lambda r: (-size.get(r, 0), pos[r]))
-        out = [(r, float(size.get(r, 0))) for r in ranked]
-        return out, LegReport(status="ok", took_ms=round((time.perf_counter() - t0) * 1000, 3), returned=len(out))
-
-    def _top_turns(self, namespace: str, fused: list[tuple[int, float]]) -> list[int]:
-        """The fused top :data:`FEEDBACK_DOCS` when all of them are conversation turns, else []."""
-        top = [r for r, _ in fused[:FEEDBACK_DOCS]]
-        rows = self.store.fetch(top, namespace) if top else {}
-        return top if top and all(r in rows and is_turn(rows[r]) for r in top) else []
+        context_turns(self.store, q.namespace, q.req, results)
+        return results
 
     def _centered_dense(
         self, req: QueryRequest, namespace: str, flt: Filter | None, allowed: Allowed | None, k: int
@@ -500,64 +423,6 @@ class Searcher:
             self._latest.put(key, hit)
         value: float | None = hit[0]
         return value
-
-    def _time_legs(
-        self, req: QueryRequest, namespace: str, flt: Filter | None, base: Allowed | None, k: int
-    ) -> dict[str, Callable[[], list[LegHit]]]:
-        """``base``: what the query's own filter allows (already evaluated). The time leg (BM25 and dense among the memories that occurred when the question says,
-        see :mod:`.scope`) and the recency leg, when their weights and the question call for them."""
-        legs: dict[str, Callable[[], list[LegHit]]] = {}
-        hp = req.hybrid_params
-        if hp.recency_weight > 0:
-            legs["recency"] = lambda: self.store.recent(namespace, flt, k)
-        if hp.time_weight <= 0:
-            return legs
-        named = time_filter(time_mentions(req, namespace, flt, self._latest_occurred))
-        if named is None:
-            return legs
-        tflt = combine(flt, named)
-        assert tflt is not None
-        allowed = self.legs.allowed(namespace, tflt)
-        n_time = len(self.legs.allowed_rowids(namespace, allowed))
-        n_all = (
-            len(self.legs.allowed_rowids(namespace, base)) if base is not None else self.store.chunk_count(namespace)
-        )
-        if n_time == 0 or n_time >= n_all:  # nothing then, or everything: the leg would only echo BM25
-            return legs
-        terms = query_tokens(req.search_text)
-        legs["time"] = lambda: self.legs.sparse(namespace, terms, allowed, k)
-        legs["time_dense"] = lambda: self.legs.dense(namespace, req.search_text, self.encoder, allowed, k)
-        return legs
-
-    def _legs(
-        self, req: QueryRequest, namespace: str, mode: str, allowed: Allowed | None, k: int, terms: list[str]
-    ) -> dict[str, Callable[[], list[LegHit]]]:
-        """The legs a query of ``mode`` runs, each a call bound to its inputs (``terms``: the query's
-        BM25 terms, in modes bm25 and hybrid)."""
-        legs: dict[str, Callable[[], list[LegHit]]] = {}
-        if mode in ("bm25", "hybrid"):
-            legs["bm25"] = lambda: self.legs.sparse(namespace, terms, allowed, k)
-        if mode in ("vector", "hybrid"):
-            legs["dense"] = lambda: self.legs.dense(namespace, req.search_text, self.encoder, allowed, k)
-        # the query is tokenized once: identifiers are the identifier-shaped terms of the BM25 leg
-        idents = (
-            [t for t in terms if is_identifier(t)] if mode == "hybrid" and req.hybrid_params.exact_weight > 0 else []
-        )
-        if idents:
-            # chunks holding an identifier the query cites, ranked by BM25 over those identifiers only
-            legs["exact"] = lambda: self.legs.sparse(namespace, idents, allowed, k)
-        graph_leg = self.graph_leg
-        hp = req.hybrid_params
-        if graph_leg is not None and (mode == "graph" or (mode == "hybrid" and hp.graph_weight > 0)):
-
-            def graph() -> list[LegHit]:
-                rows = self.legs.allowed_rowids(namespace, allowed) if allowed is not None else None
-                return [] if rows is not None and len(rows) == 0 else graph_leg(namespace, req.search_text, rows, k)
-
-            legs["graph"] = graph
-        if allowed is not None and allowed.empty:  # the filter allows nothing: every leg answers empty
-            return {name: list for name in legs}
-        return legs
 
 
 def build_request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:

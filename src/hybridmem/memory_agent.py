@@ -1,0 +1,118 @@
+"""The agent-memory calls of ``Memory`` (docs/agent-memory.md), mixed into it: statements of a
+user's or agent's memory with the conflict check (:mod:`hybridmem.conflicts`), chat messages
+(:mod:`hybridmem.conversation`), new versions, soft deletes and the history of versions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from . import conflicts, conversation
+from .conversation import check_scopes
+from .errors import NotFoundError, ValidationError
+from .ingest import check_id
+from .models import IngestReport, MemoryDecision
+from .retrieve.legs import Legs
+from .store.base import version_record
+
+__all__ = ["AgentMethods"]
+
+
+class _Host(conflicts.Writes, conversation.Writes, Protocol):
+    """What the agent-memory calls need of the memory they are mixed into."""
+
+    @property
+    def legs(self) -> Legs: ...
+    def _ns(self, namespace: str | None) -> str: ...
+
+
+class AgentMethods:
+    """``remember``, ``add_messages``, ``supersede``, ``forget`` and ``history`` of ``Memory``."""
+
+    def remember(
+        self: _Host,
+        text: str,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        source: str | None = None,
+        occurred_at: str | float | None = None,
+        id: str | None = None,
+        namespace: str | None = None,
+        reconcile: bool = False,
+        candidates: int = 5,
+    ) -> MemoryDecision:
+        """Store a statement of a user's or agent's memory (the scopes go into its metadata). With
+        ``reconcile`` (needs an LLM), the ``candidates`` most similar current memories of the same
+        scope are compared with it first (:mod:`hybridmem.conflicts`): it is new (ADD), changes one
+        (UPDATE: a new version, the old kept in the history), retracts one (DELETE: a soft delete,
+        kept in the history) or is held already (NONE: nothing written). Each decision's reason
+        goes into the history of the memory it wrote; a model that fails or names a memory it was
+        not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
+        ns = self._ns(namespace)
+        check_scopes(session_id, user_id, agent_id, session_required=False)
+        scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
+        meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
+        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
+        prepared = self.preparer.prepare(doc)
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
+            raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")
+        if reconcile and self.llm is None:
+            raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
+        return conflicts.reconcile(
+            self,
+            ns,
+            prepared,
+            text=text,
+            meta=meta,
+            occurred_at=occurred_at,
+            user_id=user_id,
+            agent_id=agent_id,
+            candidates=candidates,
+            check=reconcile,
+        )
+
+    def add_messages(
+        self: _Host,
+        messages: Iterable[Any],
+        *,
+        session_id: str,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+    ) -> IngestReport:
+        """Store chat messages (OpenAI style: ``role``, ``content``, optional ``name``, ``timestamp``,
+        ``id``, ``metadata``) as memories of the session, turns numbered after its last one
+        (:mod:`hybridmem.conversation`). All are validated first: one bad message writes nothing."""
+        ns = self._ns(namespace)
+        return conversation.add_messages(self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id)
+
+    def supersede(
+        self: _Host, old_id: str, new: str | dict[str, Any], *, namespace: str | None = None, reason: str | None = None
+    ) -> IngestReport:
+        """A new version of a memory (its text, or a message ``{"role", "content", ...}``), the old one
+        kept in the history with ``valid_to``; a message keeps the memory's session and turn."""
+        return conversation.supersede(self, old_id, new, namespace=namespace, reason=reason)
+
+    def forget(self: _Host, id: str, *, namespace: str | None = None, reason: str | None = None) -> None:
+        """A soft delete: the memory stops being current now and stays in its history (``as_of`` an
+        earlier time still sees it). ``delete`` removes every version for good."""
+        ns = self._ns(namespace)
+        self.legs.commit(lambda: self.store.retire(ns, check_id(id), reason or "forgotten"))
+
+    def history(self: _Host, id: str, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every version of a memory, oldest first: id, version, times (ISO 8601 UTC), why it was
+        written, and whether it is current. NotFoundError when the memory has no version."""
+        ns = self._ns(namespace)
+        rows = self.store.history(ns, check_id(id))
+        if not rows:
+            raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")
+        out = []
+        for r in rows:
+            rec = version_record(r)
+            doc = self.store.get_document(ns, rec["id"])
+            rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
+            out.append(rec)
+        return out
