@@ -137,8 +137,10 @@ class SparseFile:
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
             fsync_dir(self.directory)
-            self.saved_version = int(meta["version"])
             stamp_verified(self.path, CHECKSUM, described[CHECKSUM], start, body)  # hashed as written
+            # only once stamped: a close that sees this version saved no longer waits for this save,
+            # and the next process would hash the postings whole without the stamp
+            self.saved_version = int(meta["version"])
             return True
         except OSError as e:  # a read-only directory, a full disk: the postings stay in memory only
             log.warning("could not save the BM25 postings to %s: %s", self.path, e)
