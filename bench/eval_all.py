@@ -31,6 +31,8 @@ SETS = {
     "piaf-fr": "test",
     "xquad-de": "test",
     "xquad-zh": "test",
+    "xquad-en2de": "test",
+    "xquad-en2zh": "test",
     "hotpotqa-hipporag-train100": "test",
     "demo": "all",
 }

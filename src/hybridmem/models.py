@@ -153,6 +153,10 @@ class HybridParams(BaseModel):
     #: ``combsum``, ``combmnz`` (``rrf_score`` then holds that fused score). A request that names
     #: none gets the memory's default (``Memory(fusion=)``, HYBRIDMEM_FUSION)
     fusion: Fusion = "rrf"
+    #: language-aware fusion (hybrid mode): BM25's weight times 1 - the share of the dense leg's
+    #: first chunks written in another language than the question (detected at ingest and per
+    #: query; docs/evaluation.md); false keeps the weights as given
+    language_aware: bool = Field(True, strict=True)
 
 
 def _time(v: Any, field: str, named: bool = False) -> float | None:
@@ -373,6 +377,16 @@ class LegReport(BaseModel):
     error: str | None = None
 
 
+class LanguageReport(BaseModel):
+    """What language-aware fusion read: the question's language, and the share of the dense leg's
+    first chunks (``read`` of them with a detected language) written in another one; BM25's
+    weight was multiplied by 1 - ``cross_share``."""
+
+    question: str
+    cross_share: float
+    read: int
+
+
 class LLMCall(BaseModel):
     """One logical chat-model call (its retries included)."""
 
@@ -437,6 +451,9 @@ class QueryResponse(BaseModel):
     #: the fusion used and the weight each leg that ran was fused with (``adaptive``: this query's)
     fusion: str = "rrf"
     leg_weights: dict[str, float] = Field(default_factory=dict)
+    #: what language-aware fusion read (hybrid mode, when the question's language and the dense
+    #: leg's chunks' are known): BM25's weight above is already multiplied by 1 - cross_share
+    language: LanguageReport | None = None
     #: what the caller may want to know about this answer: a filter key no document has, a
     #: namespace that does not exist, a dense leg left out while too few vectors exist
     warnings: list[str] = Field(default_factory=list)

@@ -12,7 +12,7 @@ from typing import Protocol
 import numpy as np
 
 from ..filters import Filter
-from ..models import HybridParams, LegReport, QueryRequest
+from ..models import HybridParams, LanguageReport, LegReport, QueryRequest
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier
 from ..timeexpr import asks_when
@@ -91,6 +91,8 @@ class Query:
     terms: list[str]
     #: what the question's time expressions allow, once read (:func:`time_scope`)
     time_scope: tuple[Allowed | None] | None = None
+    #: what language-aware fusion read (:mod:`.language`), once the legs answered
+    language: LanguageReport | None = None
 
     @property
     def hp(self) -> HybridParams:

@@ -21,6 +21,7 @@ from ..models import LegReport, QueryRequest, QueryResponse, QueryResult
 from ..store.base import Allowed, Store
 from ..text.tokenize import is_identifier, query_tokens
 from .fusion import SCORE_FUSIONS, query_features, shipped_model
+from .language import cross_language
 from .later_legs import FEEDBACK_DOCS, FEEDBACK_TERMS, WHEN_DEPTH, top_turns
 from .leg_table import LATER_LEGS, LEGS, Fusion, Query
 from .legs import Legs
@@ -239,6 +240,7 @@ class Searcher:
             warnings=warnings,
             fusion=f.used,
             leg_weights={n: round(f.weights[n], 6) for n in f.order},
+            language=q.language,
         )
 
     def _query(self, req: QueryRequest, namespace: str, fetch_k: int | None) -> tuple[Query, list[str]]:
@@ -282,6 +284,10 @@ class Searcher:
                 weights["bm25"] *= 2 * (1 - alpha)
                 weights["dense"] *= 2 * alpha
         weights["dense"] *= scale[0]
+        if mode == "hybrid" and hp.language_aware and weights["bm25"] > 0 and hits.get("bm25") and hits.get("dense"):
+            q.language = cross_language(self.store, q.namespace, q.req.search_text, hits["dense"])
+            if q.language is not None:
+                weights["bm25"] *= 1 - q.language.cross_share
         if method in SCORE_FUSIONS and pending and "dense" in hits:
             # the dense leg sees only the chunks embedded so far: its scores would favour them over the
             # same chunks waiting for their vectors; RRF's partial-coverage policy handles that

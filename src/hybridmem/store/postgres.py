@@ -1589,6 +1589,17 @@ class PostgresStore(changelog_sql.ChangeLogReads):
                 ).fetchall()
             )
 
+    def chunk_langs(self, namespace: str, rowids: Sequence[int]) -> dict[int, str | None]:
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return {}
+        with self._conn() as conn:
+            return dict(
+                conn.execute(
+                    "SELECT id, lang FROM chunks WHERE ns_id=%s AND id = ANY(%s)", (ns, list(rowids))
+                ).fetchall()
+            )
+
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self.namespace_id(namespace)
         if ns is None:

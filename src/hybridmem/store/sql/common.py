@@ -141,6 +141,15 @@ class SQLReads:
         with self._reading() as db:
             return dict(self.dialect.select_in(db, sql, list(chunk_ids), (ns,)))
 
+    def chunk_langs(self: _Reading, namespace: str, rowids: Sequence[int]) -> dict[int, str | None]:
+        """The language each chunk was detected in at ingest (None: none detected), by rowid."""
+        ns = self.namespace_id(namespace)
+        if ns is None:
+            return {}
+        sql = f"SELECT id, lang FROM chunks WHERE ns_id={self.dialect.mark} AND id {{in_ids}}"
+        with self._reading() as db:
+            return dict(self.dialect.select_in(db, sql, list(rowids), (ns,)))
+
     def get_document(self: _Reading, namespace: str, doc_id: str) -> dict[str, Any] | None:
         ns = self.namespace_id(namespace)
         if ns is None:
