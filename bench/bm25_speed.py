@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(BENCH))
 
 from hybridmem.eval.datasets import load_dataset  # noqa: E402
-from hybridmem.retrieve import sparse  # noqa: E402
+from hybridmem.retrieve import bm25_score  # noqa: E402
 from hybridmem.retrieve.sparse import K1, B, SparseIndex  # noqa: E402
 from hybridmem.text.tokenize import detect_language, index_tokens, is_identifier, query_tokens  # noqa: E402
 from latency import SEED, make_chunk, make_queries, rss_mb  # noqa: E402
@@ -189,11 +189,11 @@ def with_kernel(other: Any) -> Callable[[SparseIndex, list[str], int, np.ndarray
     """``SparseIndex.search`` through another kernel module (None: the numpy scorer it falls back to)."""
 
     def search(idx: SparseIndex, terms: list[str], k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        kernel, sparse._kernel = sparse._kernel, other
+        kernel, bm25_score._kernel = bm25_score._kernel, other
         try:
             return idx.search(terms, k, allowed)
         finally:
-            sparse._kernel = kernel
+            bm25_score._kernel = kernel
 
     return search
 
@@ -323,8 +323,8 @@ def main() -> None:
         print(f"{name}: {n:,} chunks", flush=True)
         rows.append(run(name, n, a.queries, a.cache))
     meta = {
-        "sample_stride": sparse.SAMPLE_STRIDE,
-        "direct_factor": sparse.DIRECT_FACTOR,
+        "sample_stride": bm25_score.SAMPLE_STRIDE,
+        "direct_factor": bm25_score.DIRECT_FACTOR,
         "loadavg": os.getloadavg()[0],
         "date": time.strftime("%Y-%m-%d"),
     }

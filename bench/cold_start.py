@@ -45,14 +45,14 @@ t0 = time.perf_counter()
 from hybridmem import Memory
 from latency import LookupEmbedder, make_queries
 if sys.argv[6] == "numpy":  # BM25 without the compiled kernel: the scorer before it
-    from hybridmem.retrieve import sparse
-    sparse._kernel = None
+    from hybridmem.retrieve import bm25_score
+    bm25_score._kernel = None
 elif sys.argv[6] != "kernel":  # another build of the kernel (a copy of an earlier commit's _bm25 .so)
     import importlib.util
-    from hybridmem.retrieve import sparse
+    from hybridmem.retrieve import bm25_score
     spec = importlib.util.spec_from_file_location("_bm25", sys.argv[6])
-    sparse._kernel = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sparse._kernel)
+    bm25_score._kernel = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bm25_score._kernel)
 
 {CHILD_MEM}
 

@@ -9,7 +9,7 @@ classic RRF, the best single leg and the published alternatives (issue 20; docs/
    (BM25, dense, the exact-identifier leg; depth = the search's own fetch_k) is kept, with the
    vector mode's list as the dense baseline. Cached per set in ``--legs-dir``.
 2. **Splits**: SciFact's train split; LoCoMo's conversations alternately (by id: even → train); the
-   harness's fixed halves of every other set (``_split_for_sweep``: alternate within category by
+   harness's fixed halves of every other set (``eval.sweep.split_for_sweep``: alternate within category by
    sha256 order). Nothing is fitted on a report split.
 3. **Settings, on training splits only**: the fusion the weights feed (RRF or DBSF), the L2
    penalty and the feature set are chosen among ``CONFIGS`` by leave-one-dataset-out over the
@@ -46,8 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem.eval.datasets import Dataset, load_dataset  # noqa: E402
-from hybridmem.eval.harness import EvalConfig, _split_for_sweep, open_index  # noqa: E402
+from hybridmem.eval.harness import EvalConfig, open_index  # noqa: E402
 from hybridmem.eval.metrics import paired_test, per_query  # noqa: E402
+from hybridmem.eval.sweep import split_for_sweep  # noqa: E402
 from hybridmem.retrieve import search as search_mod  # noqa: E402
 from hybridmem.retrieve.fusion import FEATURES, AdaptiveModel, query_features, rrf, score_fusion  # noqa: E402
 from hybridmem.text.tokenize import is_identifier, query_tokens  # noqa: E402
@@ -220,7 +221,7 @@ def split_queries(data: dict[str, Any]) -> tuple[list[Query], list[Query], str]:
         part["qrels"],
         part["categories"],
     )
-    dev, rest, _, _ = _split_for_sweep(ds, lambda _split: ds)
+    dev, rest, _, _ = split_for_sweep(ds, lambda _split: ds)
     return queries(part, list(dev.queries)), queries(part, list(rest.queries)), "the harness's dev half / other half"
 
 

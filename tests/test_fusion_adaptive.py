@@ -260,7 +260,8 @@ def test_an_unknown_default_fusion_is_refused_at_open(tmp_path, monkeypatch, env
 
 def test_the_harness_measures_classic_rrf_whatever_the_environment_says(tmp_path, monkeypatch):
     from hybridmem.eval.datasets import load_dataset
-    from hybridmem.eval.harness import EvalConfig, _run_mode
+    from hybridmem.eval.harness import EvalConfig
+    from hybridmem.eval.runner import run_mode
 
     monkeypatch.setenv("HYBRIDMEM_FUSION", "combmnz")
     ds = load_dataset("demo", "all").subset(["q01", "q02", "q03"], "all")
@@ -277,16 +278,17 @@ def test_the_harness_measures_classic_rrf_whatever_the_environment_says(tmp_path
 
         m.search = spy  # type: ignore[method-assign]
         cfg = EvalConfig(modes=("hybrid",), embedder="hash")
-        _run_mode(m, ds, "hybrid", cfg, depth=False)
-        _run_mode(m, ds, "hybrid+adaptive", cfg, depth=False)
-        _run_mode(m, ds, "hybrid+time", cfg, depth=False)
-        _run_mode(m, ds, "hybrid+time+adaptive", cfg, depth=False)
+        run_mode(m, ds, "hybrid", cfg, depth=False)
+        run_mode(m, ds, "hybrid+adaptive", cfg, depth=False)
+        run_mode(m, ds, "hybrid+time", cfg, depth=False)
+        run_mode(m, ds, "hybrid+time+adaptive", cfg, depth=False)
     assert [f for _, f in seen] == ["rrf"] * 3 + ["adaptive"] * 3 + ["rrf"] * 3 + ["adaptive"] * 3
     assert {mode for mode, _ in seen} == {"hybrid"}  # the agent modes are hybrid queries
 
 
 def test_the_adaptive_time_mode_is_compared_with_the_default_it_varies():
-    from hybridmem.eval.harness import AGENT_MODES, _compare
+    from hybridmem.eval.compare import compare_modes
+    from hybridmem.eval.modes import AGENT_MODES
 
     assert AGENT_MODES["hybrid+time+adaptive"][0] == {**AGENT_MODES["hybrid+time"][0], "fusion": "adaptive"}
     qids = ["a", "b", "c", "d"]
@@ -304,9 +306,9 @@ def test_the_adaptive_time_mode_is_compared_with_the_default_it_varies():
         "hybrid+time": mode([0.2, 0.3, 0.3, 0.4]),
         "hybrid+time+adaptive": mode([0.3, 0.4, 0.4, 0.5]),
     }
-    rows = [r for r in _compare(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]
+    rows = [r for r in compare_modes(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]
     assert [(r["b"], r["metric"]) for r in rows] == [("hybrid+time", "ndcg@10"), ("hybrid+time", "mrr@10")]
     assert rows[0]["mean_diff"] == pytest.approx(0.1)
     # without its base mode, no comparison (and no KeyError)
     del modes["hybrid+time"]
-    assert not [r for r in _compare(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]
+    assert not [r for r in compare_modes(modes, "ndcg@10", 0) if r["a"] == "hybrid+time+adaptive"]

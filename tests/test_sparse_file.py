@@ -127,7 +127,7 @@ def test_the_snapshot_carries_each_terms_maxscore_bound(tmp_path: Path, monkeypa
     first use cost 817 ms of the first 200 queries): each is the bound the postings give, the most
     frequent terms first when the cache is smaller than the vocabulary, and a snapshot without them
     (written by an older hybridmem) loads and answers the same."""
-    from hybridmem.retrieve import sparse
+    from hybridmem.retrieve import bm25_score
 
     db = tmp_path / "m.db"
     want = _built(db)
@@ -139,11 +139,11 @@ def test_the_snapshot_carries_each_terms_maxscore_bound(tmp_path: Path, monkeypa
         for t, (n, bound, at) in idx._bounds.items():
             ps, tfs = idx._post[t]
             assert n == len(ps) and at == pytest.approx(avgdl)
-            assert bound == pytest.approx(sparse._kernel.max_ratio(ps, tfs, idx._dl, 0, avgdl), abs=1e-12)
+            assert bound == pytest.approx(bm25_score._kernel.max_ratio(ps, tfs, idx._dl, 0, avgdl), abs=1e-12)
         assert _bm25(m) == want
     monkeypatch.undo()
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
-    monkeypatch.setattr(sparse, "BOUND_CACHE", 40)
+    monkeypatch.setattr(bm25_score, "BOUND_CACHE", 40)
     with _open(db) as m:
         idx = m.legs.sparse_index(NS)
         common = sorted(idx._post, key=lambda t: -len(idx._post[t][0]))[:40]
@@ -152,13 +152,13 @@ def test_the_snapshot_carries_each_terms_maxscore_bound(tmp_path: Path, monkeypa
     # an older snapshot: the seven sections, no bounds (saved where the kernel is missing)
     monkeypatch.undo()
     monkeypatch.setattr(sparse_file, "SNAPSHOT_MIN", 50)
-    kernel = sparse._kernel
+    kernel = bm25_score._kernel
     with _open(db) as m:
         idx = m.legs.sparse_index(NS)
         saved = m.legs._sparse_file(NS)
-        monkeypatch.setattr(sparse, "_kernel", None)
+        monkeypatch.setattr(bm25_score, "_kernel", None)
         assert saved._save(idx)  # the same version written again, without the bounds section
-        monkeypatch.setattr(sparse, "_kernel", kernel)
+        monkeypatch.setattr(bm25_score, "_kernel", kernel)
         m.legs.save_sparse = lambda: None  # nothing saved again at close
     with _open(db) as m:
         _no_store_load(m, monkeypatch)

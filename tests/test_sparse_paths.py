@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from corpora import BEIR_SETS, beir_set
-from hybridmem.retrieve import sparse
+from hybridmem.retrieve import bm25_score, sparse
 from hybridmem.retrieve.rwlock import RWLock
 from hybridmem.retrieve.sparse import SparseIndex
 from test_sparse import brute  # BM25 by brute force, in float64
@@ -48,7 +48,7 @@ class Counting:
 
 def test_the_compiled_kernel_is_built() -> None:
     # setup.py builds it optionally (no compiler: numpy, the same results); here it must be there
-    assert sparse._kernel is not None
+    assert bm25_score._kernel is not None
 
 
 def check_top(got: list[tuple[int, float]], want: dict[int, float], k: int) -> None:
@@ -134,7 +134,7 @@ def test_adversarial_corpora() -> None:
                 got = idx.search(terms, k, arr)
                 assert got == idx.search_exhaustive(terms, k, arr), (terms, k)
                 with pytest.MonkeyPatch.context() as mp:  # no compiled kernel: the numpy scorer
-                    mp.setattr(sparse, "_kernel", None)
+                    mp.setattr(bm25_score, "_kernel", None)
                     assert idx.search(terms, k, arr) == got
                 allowed = None if arr is None else set(arr.tolist())
                 check_top(got, brute(docs, terms, allowed), k)
@@ -160,7 +160,7 @@ def test_real_corpora_both_paths_agree(name: str, monkeypatch: pytest.MonkeyPatc
             assert idx.search(terms, k, arr) == idx.search_exhaustive(terms, k, arr), q
     # MaxScore skips postings on every corpus (SciFact: ~60 % of them at k = 10)
     assert seen.pruned > 0 and seen.scanned < seen.postings
-    monkeypatch.setattr(sparse, "DIRECT_FACTOR", 0)  # every filtered query chunk by chunk
+    monkeypatch.setattr(bm25_score, "DIRECT_FACTOR", 0)  # every filtered query chunk by chunk
     for q in list(ds.queries.values())[:50]:
         terms = query_tokens(q)
         for arr in (np.arange(1, len(ds.docs) + 1, 3), np.array([1, 2, 3, len(ds.docs)])):
@@ -205,7 +205,7 @@ def test_weight_bounds_hold_under_writes_and_a_moving_average_length() -> None:
 def test_the_kernel_refuses_arrays_that_do_not_fit() -> None:
     from array import array
 
-    kernel = sparse._kernel
+    kernel = bm25_score._kernel
     assert kernel is not None
     ps, tfs, dl, rowids = array("i", [0, 1]), array("i", [1, 1]), array("f", [3.0, 4.0]), array("q", [7, 8])
     assert kernel.topk([(ps, tfs, 1.0, 9.0)], dl, 3.5, rowids, 2, None, None, 5)[0] == [

@@ -50,7 +50,7 @@ typedef struct {
 } Heap;
 
 static inline float weight(float idf, int32_t tf, float dl, float avgdl) {
-    /* sparse._weight: norm = K1 * (1.0 - B + B * dl / avgdl); idf * tf * (K1 + 1.0) / (tf + norm),
+    /* bm25_score._weight: norm = K1 * (1.0 - B + B * dl / avgdl); idf * tf * (K1 + 1.0) / (tf + norm),
      * each Python float constant rounded to float32 as numpy does with a float32 array */
     float ftf = (float)tf;
     float norm = (float)K1 * ((float)(1.0 - B) + (float)B * dl / avgdl);

@@ -32,107 +32,19 @@ from .. import config
 from ..config import HNSW_DTYPES
 from .blas import query_blas
 from .cache import ArrayKeyedCache
+from .dense_graph import HNSW_FILTER_MIN_SHARE, RESCORE_FACTOR, GraphSearch
+from .dense_rows import PREAD_ROWS, Rows, graph_form
 from .hnsw_file import HnswFile, Mapped
 from .positions import Positions
 
 if TYPE_CHECKING:
     from usearch.index import Index
 
-__all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE", "HNSW_PARAMS"]
+__all__ = ["DenseIndex", "HNSW_FILTER_MIN_SHARE", "HNSW_PARAMS", "PREAD_ROWS", "RESCORE_FACTOR", "Rows", "graph_form"]
 
-#: a filter allowing at least this share of rows may use the HNSW graph with over-fetching
-HNSW_FILTER_MIN_SHARE = 0.1
 #: how the graph is built (a saved graph built otherwise is not restored); the vectors' dtype is the
 #: index's own (``DenseIndex.hnsw_dtype``)
 HNSW_PARAMS: dict[str, str | int] = {"metric": "ip", "connectivity": 16, "expansion_add": 128}
-#: with a compressed graph (f16, i8), candidates asked of it per result wanted, rescored exactly
-RESCORE_FACTOR = 4
-
-
-def graph_form(x: np.ndarray, dtype: str) -> np.ndarray:
-    """Vectors (rows, or one query) as a graph of ``dtype`` holds them: float32 as they are; float16;
-    int8 scaled by 127·√dim / 4, so a unit vector's components within ±4/√dim (four standard
-    deviations of a random direction's; e5's largest is about half of that) keep 127 levels a side."""
-    x = np.asarray(x, np.float32)
-    if dtype == "f16":
-        return np.ascontiguousarray(x, np.float16)
-    if dtype == "i8":
-        scale = 127.0 * np.sqrt(x.shape[-1]) / 4.0
-        return np.ascontiguousarray(np.clip(np.rint(x * scale), -127, 127), np.int8)
-    return np.ascontiguousarray(x)
-
-
-class Rows:
-    """The index's float32 rows by position: a read-only ``base`` (the memory map of a saved vectors
-    file, or nothing) then an in-memory ``tail`` that writes append to. A reader that took the
-    object with its row count ``n`` keeps a consistent view of rows ``< n``: a full tail is replaced
-    by a larger copy, never changed below the rows in use."""
-
-    def __init__(
-        self,
-        dim: int,
-        base: np.ndarray | None = None,
-        tail: np.ndarray | None = None,
-        file: tuple[Any, int] | None = None,
-    ) -> None:
-        self.dim = dim
-        self.base = base if base is not None else np.zeros((0, dim), np.float32)
-        self.nb = len(self.base)
-        self.tail = tail if tail is not None else np.zeros((0, dim), np.float32)
-        #: the open file the base maps and the base's offset in it: a few rows (a compressed graph's
-        #: candidates to rescore) are read from it, not through the map, where each page fault also
-        #: maps the 15 pages around it (the kernel's fault-around): 200 queries had put 740 MB of a
-        #: 1.5 GB vectors file in the process's RSS
-        self.file = file
-
-    def __len__(self) -> int:
-        return self.nb + len(self.tail)
-
-    def reserve(self, cap: int, n: int) -> None:
-        """Room for ``cap`` rows, the first ``n`` in use kept."""
-        if cap <= len(self):
-            return
-        tail = np.zeros((cap - self.nb, self.dim), np.float32)
-        tail[: n - self.nb] = self.tail[: n - self.nb]
-        self.tail = tail
-
-    def put(self, p: int, vec: np.ndarray) -> None:
-        self.tail[p - self.nb] = vec
-
-    def __getitem__(self, pos: np.ndarray) -> np.ndarray:
-        """The rows at positions ``pos`` (an integer array), as an in-memory array."""
-        pos = np.asarray(pos, np.int64)
-        if not self.nb:
-            return np.asarray(self.tail[pos])
-        if self.file is not None and len(pos) <= PREAD_ROWS:
-            out = np.empty((len(pos), self.dim), np.float32)
-            f, offset = self.file
-            size = self.dim * 4
-            for i, p in enumerate(pos.tolist()):
-                if p < self.nb:
-                    out[i] = np.frombuffer(os.pread(f.fileno(), size, offset + p * size), np.float32)
-                else:
-                    out[i] = self.tail[p - self.nb]
-            return out
-        if not len(pos) or int(pos.max()) < self.nb:
-            return np.asarray(self.base[pos])
-        out = np.empty((len(pos), self.dim), np.float32)
-        low = pos < self.nb
-        out[low] = self.base[pos[low]]
-        out[~low] = self.tail[pos[~low] - self.nb]
-        return out
-
-    def dot(self, q: np.ndarray, n: int) -> np.ndarray:
-        """Scores of the first ``n`` rows against ``q``."""
-        if not self.nb:
-            return np.asarray(self.tail[:n] @ q)
-        if n <= self.nb:
-            return np.asarray(self.base[:n] @ q)
-        return np.concatenate([self.base @ q, self.tail[: n - self.nb] @ q])
-
-
-#: rows of a mapped file read with one ``pread`` each rather than through the map (see ``Rows.file``)
-PREAD_ROWS = 512
 
 
 #: writes since a mapped graph was opened (vectors it lacks + keys it holds stale) past which it is
@@ -205,7 +117,7 @@ def _cancel_builds() -> None:
         idx.close(timeout=10.0)
 
 
-class DenseIndex:
+class DenseIndex(GraphSearch):
     def __init__(
         self,
         dim: int,
@@ -578,91 +490,3 @@ class DenseIndex:
         cand = np.flatnonzero(np.isin(rowids[:n], allowed) & alive[:n])
         self._masks.put(allowed, (gen, n), cand)
         return cand
-
-    def _graph_search(
-        self,
-        hnsw: Index,
-        q: np.ndarray,
-        k: int,
-        allowed: np.ndarray | None,
-        live: int,
-        rowids: np.ndarray,
-        matrix: Rows,
-        alive: np.ndarray,
-        delta: np.ndarray | None,
-        stale: np.ndarray | None,
-    ) -> list[tuple[int, float]] | None:
-        """The top k through the graph, or None (answer exactly). Unfiltered, the graph is asked for
-        k (a compressed graph: ``RESCORE_FACTOR`` × k, rescored). A broad filter over-fetches
-        ``k / share · 2`` and keeps the allowed; too few left means None. A mapped graph also drops
-        its stale keys (over-fetching for their share) and adds the delta's rows, scored exactly."""
-        share = 1.0 if allowed is None else len(allowed) / max(live, 1)
-        if share < HNSW_FILTER_MIN_SHARE:
-            return None
-        compressed = self.hnsw_dtype != "f32"
-        per = RESCORE_FACTOR if compressed else 1
-        gone = len(stale) / max(len(hnsw), 1) if stale is not None else 0.0
-        if gone > 0.5:
-            return None  # most of a mapped graph replaced: exact until its merge
-        if allowed is None and stale is None:
-            want = k if not compressed else min(live, k * per)
-        else:
-            scale = (1.0 if allowed is None else 2.0 / share) / (1.0 - gone)
-            want = int(np.ceil(k * per * scale)) + 10
-            want = min(len(hnsw) if stale is not None else live, want)
-        m = hnsw.search(graph_form(q, self.hnsw_dtype), want)
-        keys = np.asarray(m.keys, np.int64)
-        ok = np.ones(len(keys), bool)
-        if stale is not None and len(stale):
-            ok &= ~_in_sorted(stale, keys)
-        srt = None
-        if allowed is not None:
-            srt = allowed if _is_sorted(allowed) else np.sort(allowed)
-            ok &= _in_sorted(srt, keys)
-        extra: list[tuple[int, float]] = []
-        if delta is not None and len(delta):
-            d = delta[alive[delta]]
-            if srt is not None and len(d):
-                d = d[_in_sorted(srt, rowids[d])]
-            if len(d):
-                scores = matrix[d] @ q
-                extra = [(int(r), float(x)) for r, x in zip(rowids[d], scores)]
-        if allowed is not None or stale is not None:
-            wanted = min(k, len(allowed)) if allowed is not None else min(k, live)
-            if int(ok.sum()) + len(extra) < wanted:
-                return None
-        if compressed:
-            hits = self._rescored(keys[ok][: k * per], q, k, rowids, matrix)
-        else:
-            hits = [(int(key), float(1.0 - d)) for key, d in zip(keys[ok][:k], np.asarray(m.distances)[ok][:k])]
-        if not extra:
-            return hits
-        return sorted(hits + extra, key=lambda h: (-h[1], h[0]))[:k]
-
-    def _rescored(
-        self, keys: np.ndarray, q: np.ndarray, k: int, rowids: np.ndarray, matrix: Rows
-    ) -> list[tuple[int, float]]:
-        """The candidates a compressed graph proposed, scored exactly against the float32 matrix
-        (``rowids`` / ``matrix``: the arrays the query read); the top k by (score, rowid)."""
-        at_all = self._pos.positions(np.asarray(keys, np.int64))
-        found = [(int(key), int(p)) for key, p in zip(keys, at_all) if p >= 0]
-        # a rowid rewritten since the lookup (its position moved) is scored where the arrays hold it
-        found = [(r, p) for r, p in found if p < len(rowids) and rowids[p] == r]
-        if not found:
-            return []
-        at = np.fromiter((p for _, p in found), np.int64, len(found))
-        scores = matrix[at] @ q
-        order = sorted(range(len(found)), key=lambda i: (-float(scores[i]), found[i][0]))[:k]
-        return [(found[i][0], float(scores[i])) for i in order]
-
-
-def _in_sorted(srt: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Which of ``keys`` the sorted array ``srt`` holds."""
-    if not len(srt):
-        return np.zeros(len(keys), bool)
-    at = np.minimum(np.searchsorted(srt, keys), len(srt) - 1)
-    return np.asarray(srt[at] == keys)
-
-
-def _is_sorted(a: np.ndarray) -> bool:
-    return len(a) < 2 or bool(np.all(a[1:] >= a[:-1]))

@@ -1,4 +1,5 @@
-"""The JSON contract (pydantic v2): query request and response, documents, chunks, stats."""
+"""The request side of the JSON contract: query modes and choices, the bounded field types, hybrid
+parameters, scopes and time ranges, the query and answer requests."""
 
 from __future__ import annotations
 
@@ -12,44 +13,15 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidatorFunctionWrapHandler,
-    field_serializer,
     field_validator,
     model_validator,
 )
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from . import config
-from .errors import ValidationError
-from .timeexpr import parse_timestamp
-
-__all__ = [
-    "MODES",
-    "Answer",
-    "AnswerRequest",
-    "SCOPE_FIELDS",
-    "ScopeFields",
-    "Citation",
-    "Document",
-    "HybridParams",
-    "IngestReport",
-    "MemoryDecision",
-    "LLMCall",
-    "LegReport",
-    "Message",
-    "TimeRange",
-    "ContextWindow",
-    "Mode",
-    "Namespace",
-    "QueryRequest",
-    "QueryResponse",
-    "QueryResult",
-    "Question",
-    "RequestModel",
-    "RerankerChoice",
-    "Stats",
-    "Usage",
-]
+from .. import config
+from ..errors import ValidationError
+from ..timeexpr import parse_timestamp
 
 #: ``rerank`` = hybrid retrieval, then the fused candidates reordered by a reranker; ``graph`` = the
 #: local graph leg alone (entities named in the query → neighbourhood → chunks; needs `graph build`)
@@ -159,7 +131,7 @@ class HybridParams(BaseModel):
     language_aware: bool = Field(True, strict=True)
 
 
-def _time(v: Any, field: str, named: bool = False) -> float | None:
+def request_time(v: Any, field: str, named: bool = False) -> float | None:
     """A request's time (ISO 8601, epoch seconds; naive = UTC) as epoch seconds; None stays None.
     ``named``: the error's location already names the field (the message does not repeat it)."""
     if v is None:
@@ -179,7 +151,7 @@ class TimeRange(BaseModel):
     to: str | float | None = None
 
     def bounds(self) -> tuple[float | None, float | None]:
-        return _time(self.from_, "time_range.from"), _time(self.to, "time_range.to")
+        return request_time(self.from_, "time_range.from"), request_time(self.to, "time_range.to")
 
     @model_validator(mode="after")
     def _order(self) -> TimeRange:
@@ -263,7 +235,7 @@ class QueryRequest(ScopeFields):
     @field_validator("as_of", "now")
     @classmethod
     def _a_time(cls, v: Any, info: Any) -> Any:
-        t = _time(v, info.field_name, named=True)
+        t = request_time(v, info.field_name, named=True)
         if info.field_name == "as_of" and t is not None and t > time.time() + 1:
             raise ValueError(f"as_of ({v}) is in the future: the memory cannot be known as of then")
         return v
@@ -271,7 +243,7 @@ class QueryRequest(ScopeFields):
     def time_bounds(self) -> tuple[float | None, float | None, float | None, float | None]:
         """(time_range from, to, as_of, now) as epoch seconds (validated already)."""
         a, b = self.time_range.bounds() if self.time_range is not None else (None, None)
-        return a, b, _time(self.as_of, "as_of"), _time(self.now, "now")
+        return a, b, request_time(self.as_of, "as_of"), request_time(self.now, "now")
 
     @field_validator("search_text")
     @classmethod
@@ -335,283 +307,3 @@ class AnswerRequest(ScopeFields):
         if "\x00" in v:
             raise ValueError("question must not contain NUL characters")
         return v
-
-
-class QueryResult(BaseModel):
-    chunk_id: str
-    rrf_score: float
-    text: str
-    source: str | None = None
-    doc_id: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    #: rank of this chunk in each leg that returned it (from 1); absent legs are omitted
-    ranks: dict[str, int] = Field(default_factory=dict)
-    #: raw leg scores: bm25 (higher is better) and dense cosine similarity
-    scores: dict[str, float] = Field(default_factory=dict)
-    # agent memory: the memory's conversation fields (from its metadata) and times (ISO 8601 UTC)
-    session_id: str | None = None
-    turn: int | None = None
-    speaker: str | None = None
-    role: str | None = None
-    occurred_at: str | None = None
-    recorded_at: str | None = None
-    #: set on a superseded or soft-deleted version (``include_superseded``, ``as_of``)
-    valid_to: str | None = None
-    version: int | None = None
-    #: the neighbouring turns of the hit's session (``context_window``), in turn order, the hit included
-    context: list[dict[str, Any]] | None = None
-
-    @field_serializer("rrf_score")
-    def _round(self, v: float) -> float:
-        return round(v, 4)
-
-    @field_serializer("scores")
-    def _round_scores(self, v: dict[str, float]) -> dict[str, float]:
-        return {k: round(x, 4) for k, x in v.items()}
-
-
-class LegReport(BaseModel):
-    status: Literal["ok", "error", "timeout", "skipped"]
-    took_ms: float = 0.0
-    returned: int = 0
-    error: str | None = None
-
-
-class LanguageReport(BaseModel):
-    """What language-aware fusion read: the question's language, and the share of the dense leg's
-    first chunks (``read`` of them with a detected language) written in another one; BM25's
-    weight was multiplied by 1 - ``cross_share``."""
-
-    question: str
-    cross_share: float
-    read: int
-
-
-class LLMCall(BaseModel):
-    """One logical chat-model call (its retries included)."""
-
-    model: str
-    #: what the call was for: ``rerank``, ``answer``, or ``…:repair`` for the one repair attempt
-    purpose: str | None = None
-    #: as reported by the provider; None when it reported nothing
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    #: wall time of the call, retries and back-off sleeps included
-    latency_ms: float = 0.0
-    #: HTTP requests made (1 + retries)
-    attempts: int = 1
-    ok: bool = True
-    error: str | None = None
-
-
-class Usage(BaseModel):
-    """What the LLM calls behind one response cost, summed, with each call listed."""
-
-    calls: int = 0
-    http_requests: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    latency_ms: float = 0.0
-    per_call: list[LLMCall] = Field(default_factory=list)
-
-    def record(self, call: LLMCall) -> None:
-        self.calls += 1
-        self.http_requests += call.attempts
-        self.prompt_tokens += call.prompt_tokens or 0
-        self.completion_tokens += call.completion_tokens or 0
-        self.total_tokens = self.prompt_tokens + self.completion_tokens
-        self.latency_ms = round(self.latency_ms + call.latency_ms, 3)
-        self.per_call.append(call)
-
-    def merge(self, other: Usage | None) -> Usage:
-        for call in other.per_call if other is not None else ():
-            self.record(call)
-        return self
-
-
-class QueryResponse(BaseModel):
-    query_id: str
-    total_retrieved: int = 0
-    results: list[QueryResult] = Field(default_factory=list)
-    mode: Mode = "hybrid"
-    namespace: str = config.DEFAULT_NAMESPACE
-    legs: dict[str, LegReport] = Field(default_factory=dict)
-    #: chunks of this namespace still waiting for their vector (invisible to the dense leg)
-    pending_vectors: int = 0
-    took_ms: float = 0.0
-    #: True when a reranker reordered the fused candidates (``rrf_score`` stays the fused score)
-    reranked: bool = False
-    #: the reranker used or attempted: ``identifier`` or ``llm:<provider>:<model>``
-    reranker: str | None = None
-    #: why the order is what it is when it is not plainly the reranker's (fallback, no LLM, ...)
-    rerank_note: str | None = None
-    #: LLM cost of this response; None when no LLM was called
-    usage: Usage | None = None
-    #: the fusion used and the weight each leg that ran was fused with (``adaptive``: this query's)
-    fusion: str = "rrf"
-    leg_weights: dict[str, float] = Field(default_factory=dict)
-    #: what language-aware fusion read (hybrid mode, when the question's language and the dense
-    #: leg's chunks' are known): BM25's weight above is already multiplied by 1 - cross_share
-    language: LanguageReport | None = None
-    #: what the caller may want to know about this answer: a filter key no document has, a
-    #: namespace that does not exist, a dense leg left out while too few vectors exist
-    warnings: list[str] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _count(self) -> QueryResponse:
-        self.total_retrieved = len(self.results)
-        return self
-
-
-class Citation(BaseModel):
-    chunk_id: str
-    doc_id: str
-    source: str | None = None
-
-
-class Answer(BaseModel):
-    """A grounded answer: only from the retrieved chunks, each used chunk cited as ``[chunk_id]``."""
-
-    query_id: str | None = None
-    question: str
-    answer: str
-    #: False when the answer is not in the retrieved chunks (the answer text then says so)
-    found: bool
-    #: the context chunks the answer cites, in order of first citation
-    citations: list[Citation] = Field(default_factory=list)
-    #: ids the model cited that are not in the context: removed from the answer text
-    invented_citations: list[str] = Field(default_factory=list)
-    #: ``llm:<provider>:<model>`` or ``extractive`` (the offline answerer)
-    answerer: str
-    reranked: bool = False
-    reranker: str | None = None
-    #: what a reader should know: no LLM configured, LLM failure and fallback, rerank notes, ...
-    notes: list[str] = Field(default_factory=list)
-    usage: Usage | None = None
-    #: the context the answer was drawn from (the retrieved, reranked chunks)
-    results: list[QueryResult] = Field(default_factory=list)
-    namespace: str = config.DEFAULT_NAMESPACE
-    took_ms: float = 0.0
-
-
-class Document(BaseModel):
-    """A unit of ingest: a file, a JSON record, or one memory."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    text: str
-    id: str | None = Field(None, min_length=1, max_length=512)
-    source: str | None = Field(None, max_length=4096)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    #: when it happened or was said (ISO 8601 or epoch seconds; naive = UTC); default: when written
-    occurred_at: str | float | None = None
-    #: a key in the memory's scope (metadata ``user_id``, ``agent_id``), e.g. ``user.city``: writing
-    #: it supersedes the memory that held the key, keeping that one in the history
-    key: str | None = Field(default=None, min_length=1, max_length=256)
-    #: words that find this memory without being part of it (indexed by BM25 and embedded with it,
-    #: never returned): a message's previous message, so that "Yes, in May!" meets its question
-    context: str | None = Field(default=None, max_length=config.MAX_CONTEXT_CHARS)
-
-    @field_validator("occurred_at")
-    @classmethod
-    def _occurred(cls, v: Any) -> Any:
-        _time(v, "occurred_at", named=True)
-        return v
-
-
-class Message(BaseModel):
-    """One chat message as agents hold them (OpenAI style): ``role``, ``content``, optional ``name``
-    (the speaker) and ``timestamp``; ``id`` and ``metadata`` optional."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: str = Field(..., min_length=1, max_length=64, strict=True)
-    content: str = Field(..., strict=True)
-    name: str | None = Field(default=None, min_length=1, max_length=256)
-    timestamp: str | float | None = None
-    id: str | None = Field(None, min_length=1, max_length=512)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("content")
-    @classmethod
-    def _content(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("content must not be empty")
-        return v
-
-    @field_validator("timestamp")
-    @classmethod
-    def _timestamp(cls, v: Any) -> Any:
-        _time(v, "timestamp", named=True)
-        return v
-
-
-class IngestReport(BaseModel):
-    added: list[str] = Field(default_factory=list)
-    updated: list[str] = Field(default_factory=list)
-    unchanged: list[str] = Field(default_factory=list)
-    skipped: list[dict[str, str]] = Field(default_factory=list)
-    #: what was read with a caveat (e.g. a file that was not UTF-8 and the encoding detected)
-    notes: list[dict[str, str]] = Field(default_factory=list)
-    chunks_written: int = 0
-    vectors_reused: int = 0
-    pending_vectors: int = 0
-
-    def merge(self, other: IngestReport) -> None:
-        self.added += other.added
-        self.updated += other.updated
-        self.unchanged += other.unchanged
-        self.skipped += other.skipped
-        self.notes += other.notes
-        self.chunks_written += other.chunks_written
-        self.vectors_reused += other.vectors_reused
-        self.pending_vectors = other.pending_vectors
-
-
-class MemoryDecision(BaseModel):
-    """What ``Memory.remember`` did with a statement: ``event`` ADD / UPDATE / DELETE / NONE, the
-    memory it wrote or touched (``id``), why (``reason``, also in that memory's history), who
-    decided (the model's name, or ``rule``), the memories compared with (``candidates``)."""
-
-    event: Literal["ADD", "UPDATE", "DELETE", "NONE"]
-    id: str | None = None
-    reason: str
-    decided_by: str
-    candidates: list[str] = Field(default_factory=list)
-    report: IngestReport | None = None
-    usage: Usage | None = None
-
-
-class WorkerStatus(BaseModel):
-    """The background embedding worker's progress (``EmbeddingWorker.status``)."""
-
-    running: bool
-    pending: int
-    vectors_last_minute: int
-    vectors_per_s: float
-    stored_total: int
-    last_batch_s_ago: float | None = None
-    last_batch_took_s: float | None = None
-    batch_running_s: float | None = None
-    error: str | None = None
-    last_error: str | None = None
-    last_error_s_ago: float | None = None
-
-
-class Stats(BaseModel):
-    path: str
-    namespace: str
-    documents: int
-    chunks: int
-    vectors: int
-    pending_vectors: int
-    embedder: str | None
-    dim: int | None
-    dense_index: str
-    namespaces: list[str]
-    metadata_keys: list[str]
-    schema_version: int
-    size_bytes: int
-    #: the embedding worker of this process (None when it never ran here)
-    worker: WorkerStatus | None = None
