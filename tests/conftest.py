@@ -1,7 +1,13 @@
-"""Shared fixtures: a fresh hash-embedder Memory per test, and the path of the shared data."""
+"""Shared fixtures: a fresh hash-embedder Memory per test, and the path of the shared data.
+
+The tests stand by layer (store/, retrieve/, text/, core/, server/, cli/, agent_memory/, llm/,
+embed/, graph/, eval/, integrations/, faults/); the helpers they share (pg_utils, server_utils,
+llm_fakes, corpora, ...) stand here. Every layer's folder is on ``sys.path``, so a test may import
+another layer's test module by name (its strategies, corpora) whatever order pytest collects in."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +16,7 @@ import pytest
 from hybridmem import Memory
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path[1:1] = [str(d) for d in sorted(Path(__file__).parent.iterdir()) if d.is_dir() and d.name[0] not in "._"]
 #: third-party evaluation data and the query contract, next to the project (read-only)
 SHARED = REPO_ROOT.parent / "shared"
 

@@ -1,4 +1,4 @@
-"""The child process of tests/test_faults_crash.py: ingests into a hybridmem store until it is killed.
+"""The child process of tests/faults/test_faults_crash.py: ingests into a hybridmem store until it is killed.
 
     python tests/crash_child.py DB LOG SEED
 

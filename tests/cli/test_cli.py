@@ -349,7 +349,7 @@ def test_search_with_another_embedder_than_the_server_searches_here(store: Path)
 
 
 def test_the_shipped_example_request_is_the_contracts() -> None:
-    shipped = Path(__file__).resolve().parents[1] / "examples" / "query_request.json"
+    shipped = Path(__file__).resolve().parents[2] / "examples" / "query_request.json"
     assert json.loads(shipped.read_text()) == json.loads(
         shared_path("contract", "query_request.example.json").read_text()
     )

@@ -168,7 +168,7 @@ def test_the_snapshot_carries_each_terms_maxscore_bound(tmp_path: Path, monkeypa
 
 def test_a_snapshot_newer_than_the_store_is_refused_and_the_store_answers(tmp_path: Path, caplog) -> None:
     """The store file put back from a backup while the snapshot beside it went on: a snapshot of a
-    version the store has not reached (an older one is brought forward: tests/test_changelog.py)."""
+    version the store has not reached (an older one is brought forward: tests/store/test_changelog.py)."""
     import shutil
     import sqlite3
 

@@ -25,7 +25,7 @@ from hybridmem import Memory
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "crash_child.py"
 SEED = int(os.environ.get("HYBRIDMEM_CRASH_SEED", "8"))
 STORES = 4
 KILLS_PER_STORE = 5  # kills while ingesting: 4 x 5 = 20, plus one kill per store while it opens

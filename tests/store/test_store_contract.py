@@ -100,7 +100,9 @@ def test_update_reindexes_both_legs(mem):
     assert hit.doc_id == "d1" and hit.scores["dense"] == pytest.approx(1.0, abs=1e-5)
 
     new_text = "Kibana shows the zebrawave error rate after the deploy."
-    r = mem.update("d1", new_text, keep_history=False)  # (the default keeps it: tests/test_agent_memory.py)
+    r = mem.update(
+        "d1", new_text, keep_history=False
+    )  # (the default keeps it: tests/agent_memory/test_agent_memory.py)
     assert r.updated == ["d1"] and r.vectors_reused == 0 and r.pending_vectors == 1
     mem.wait_for_vectors()
     assert mem.stats().vectors == 3  # the old vector is gone, not kept beside the new one

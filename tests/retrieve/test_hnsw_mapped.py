@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_hnsw_file import QUERIES, WORDS, _dense, _graph, _recall, kill_mid_save
 
 from hybridmem import Memory
 from hybridmem.retrieve import dense
 from hybridmem.retrieve.hnsw_file import HnswFile
-from test_hnsw_file import QUERIES, WORDS, _dense, _graph, _recall, kill_mid_save
 
 THRESHOLD = 300
 

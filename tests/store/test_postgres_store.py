@@ -1,7 +1,7 @@
 """What only the PostgreSQL backend has: BM25 in SQL equal to the embedded backend's, JSONB filters
 equal to the Python predicate (hypothesis) and safe from injection, filtered HNSW search that still
 fills ``top_k``, and clear errors (server down, no pgvector privilege, newer schema, timeouts).
-The behaviour both backends share is in the contract suite (tests/test_store.py, ``target``)."""
+The behaviour both backends share is in the contract suite (tests/store/test_store_contract.py, ``target``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_filters import LONG_IN_METAS, LONG_IN_SPECS
+from test_filters import filters as filter_strategy
+from test_filters import metadata as metadata_strategy
 
 from conftest import shared_path
 from hybridmem import Memory
@@ -22,9 +25,6 @@ from hybridmem.filters import matches, parse_filter
 from hybridmem.retrieve.sparse import SparseIndex
 from hybridmem.store.sql.filters import to_pg_sql
 from hybridmem.text.tokenize import query_tokens
-from test_filters import LONG_IN_METAS, LONG_IN_SPECS
-from test_filters import filters as filter_strategy
-from test_filters import metadata as metadata_strategy
 
 pytestmark = pytest.mark.postgres
 

@@ -1,5 +1,5 @@
 """Fuzzing (issue 8, faults): the query contract, the filter language and the tokenizer, in process,
-through ``Memory`` (tests/test_server_fuzz.py covers the HTTP layer; test_filters.py checks that the
+through ``Memory`` (tests/server/test_server_fuzz.py covers the HTTP layer; test_filters.py checks that the
 SQL and Python filter compilations agree; test_tokenize.py that tokens are clean).
 
 Nothing may raise but hybridmem's own validation errors, and whatever is accepted must answer by the

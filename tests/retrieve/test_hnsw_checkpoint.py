@@ -194,8 +194,9 @@ def test_sigkill_during_checkpoints_leaves_the_last_one_or_none(tmp_path: Path) 
     """SIGKILL at random moments of a build's checkpoints, 20 times: what a resume finds is a
     checkpoint whose graph holds exactly the rows its description says (the first ``done`` of the
     order, each found by its own vector), or nothing; never a torn graph, never an exception."""
-    from hybridmem.retrieve.hnsw_file import HnswFile
     from test_hnsw_file import kill_mid_save
+
+    from hybridmem.retrieve.hnsw_file import HnswFile
 
     resumed = 0
     for i in range(20):

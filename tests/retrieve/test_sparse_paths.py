@@ -12,12 +12,12 @@ import threading
 
 import numpy as np
 import pytest
+from test_sparse import brute  # BM25 by brute force, in float64
 
 from corpora import BEIR_SETS, beir_set
 from hybridmem.retrieve import bm25_score, sparse
 from hybridmem.retrieve.rwlock import RWLock
 from hybridmem.retrieve.sparse import SparseIndex
-from test_sparse import brute  # BM25 by brute force, in float64
 
 
 class Counting:

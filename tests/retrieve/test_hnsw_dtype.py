@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_dense import _built, clustered  # clustered unit vectors; wait for a graph build
 
 from hybridmem import Memory
 from hybridmem.errors import ValidationError
 from hybridmem.retrieve.dense import RESCORE_FACTOR, DenseIndex, graph_form
-from test_dense import _built, clustered  # clustered unit vectors; wait for a graph build
 
 
 def _loaded(v: np.ndarray, threshold: int, dtype: str) -> DenseIndex:

@@ -6,7 +6,7 @@ The query path always answers: results are returned, the fallback is flagged (``
 with the reason in ``rerank_note``; ``answerer: "extractive"`` with the reason in ``notes``), and a
 call never outlives its time budget (requests x timeout + back-offs + repair), with generous margins.
 
-Not repeated here (tests/test_llm.py, test_rerank.py, test_answer.py): one 5xx run or one slow
+Not repeated here (tests/llm/test_llm.py, test_rerank.py, test_answer.py): one 5xx run or one slow
 reply at the model or reranker level, repair of invalid JSON, 4xx not retried.
 """
 
@@ -21,12 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from test_rerank import DOCS  # the same six-note corpus the rerank tests search
 
 from hybridmem import Memory
 from hybridmem.llm import create_chat_model
 from hybridmem.retry import RetryPolicy
 from llm_fakes import FakeLLMServer, Scripted, Seen, candidate_ids
-from test_rerank import DOCS  # the same six-note corpus the rerank tests search
 
 TIMEOUT = 0.4  # seconds per HTTP request
 POLICY = RetryPolicy(max_attempts=3, backoff=0.01, max_backoff=0.05, max_retry_after=0.2, total_timeout=5.0)

@@ -97,7 +97,7 @@ async def _stdio_session(db: Path) -> None:
             assert stats["documents"] == 2 and stats["namespace"] == "agent-7"
 
             # recall speaks the contract (the reference request, verbatim)
-            contract = Path(__file__).resolve().parents[1].parent / "shared" / "contract" / "query_request.example.json"
+            contract = Path(__file__).resolve().parents[2].parent / "shared" / "contract" / "query_request.example.json"
             req = (
                 json.loads(contract.read_text())
                 if contract.exists()

@@ -25,7 +25,7 @@ from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
 from server_utils import LiveServer, assert_error
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "chat.jsonl"
 QUESTION = "what did we decide about the billing pool last week"
 
