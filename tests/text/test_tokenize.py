@@ -250,6 +250,17 @@ def test_ordinals_decades_and_number_words_are_not_identifiers():
         assert is_identifier(code), code
 
 
+def test_file_extensions_and_dotted_abbreviations_are_not_identifiers() -> None:
+    """« comment extraire une archive tar.gz » must not send the exact-identifier leg after every
+    page that mentions ``.tar.gz`` in passing (issue 43); a file's own name still is one."""
+    for word in ("tar.gz", ".tar.gz", "md", ".md", "tar.bz2", "e.g", "i.e", "z.b", "u.s"):
+        assert not is_identifier(word.lstrip(".")) and not is_identifier(word), word
+    for name in ("config.json", "README.md", "node.js", "setup.py", "foo.bar", "api.example.com", "pg_hba.conf"):
+        assert is_identifier(name.lower()), name
+    assert identifier_tokens("comment extraire une archive tar.gz") == []
+    assert identifier_tokens("extraire archive.tar.gz") == ["archive.tar.gz"]  # one file: an identifier
+
+
 def test_a_version_with_and_without_its_v_meets() -> None:
     """ "2.38.5" finds "Git v2.38.5 Release Notes" through the whole version token, not its parts
     (which an ANSI colour code "38;5;0" also holds); "v2.38.5" finds "version 2.38.5"."""

@@ -295,13 +295,29 @@ _ACRONYM = re.compile(r"[^\W\d_]{2,}")
 _HAS_ALPHA = re.compile(r"[^\W\d_]")
 
 
+#: file-name extensions: a dotted token made of them only (``tar.gz``, ``.md``) names a kind of
+#: file, not one thing, and is not an identifier (``config.json``, ``node.js``, ``setup.py`` are)
+FILE_EXTENSIONS = frozenset(
+    "gz tar tgz zip bz2 xz zst 7z rar deb rpm iso img md txt rst pdf doc docx odt rtf html htm css js "
+    "ts json yaml yml xml csv tsv ini cfg conf toml log sh bash ps1 bat py rb go rs c h cpp hpp java "
+    "jar class php pl sql db png jpg jpeg gif svg webp ico mp3 mp4 wav ogg avi mkv exe dll so dylib "
+    "bin dat bak tmp".split()
+)
+
+
 def is_identifier(token: str) -> bool:
     """An exact identifier: letters mixed with digits (``hel-4040``, ``v2.3.1``, ``http504``, ``s3``)
     or parts joined by ``_ . / : @ # +`` (``max_connections``, ``foo.bar``). Plain words, plain
-    numbers and hyphenated words (``peut-être``, ``Saint-Denis``) are not."""
+    numbers and hyphenated words (``peut-être``, ``Saint-Denis``) are not; nor are dotted words that
+    are only file extensions (``tar.gz``) or single letters (``e.g``, ``z.b``, ``u.s``)."""
+    parts = [p for p in _SPLIT.split(token) if p]
+    if set("".join(_SPLIT.findall(token))) == {"."} and (
+        all(p in FILE_EXTENSIONS for p in parts) or all(len(p) == 1 and p.isalpha() for p in parts)
+    ):
+        return False
     if _HAS_DIGIT.search(token) and _HAS_ALPHA.search(token):
         return not _NOT_IDENTIFIER.match(token)
-    return any(c in token for c in TOKEN_CHARS if c != "-") and len(_SPLIT.split(token)) > 1
+    return any(c in token for c in TOKEN_CHARS if c != "-") and len(parts) > 1
 
 
 def identifier_tokens(text: str, lang: str | None = "auto") -> list[str]:
