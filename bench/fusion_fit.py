@@ -100,15 +100,15 @@ def collect(name: str, legs_dir: Path, cache_dir: Path) -> dict[str, Any]:
             data: dict[str, Any] = pickle.load(f)
         return data
     capture: dict[str, Any] = {}
-    original = search_mod.Searcher._run_legs
+    original = search_mod.Searcher._collect_legs
 
-    def run_legs(self: Any, legs: Any) -> Any:  # what every leg returned, before fusion
-        hits, reports = original(self, legs)
+    def collect_legs(self: Any, *args: Any) -> Any:  # what every leg returned, before fusion
+        hits, reports = original(self, *args)
         capture.update(hits)
         return hits, reports
 
     data = {"name": name, "sets": {}}
-    search_mod.Searcher._run_legs = run_legs  # type: ignore[method-assign]
+    search_mod.Searcher._collect_legs = collect_legs  # type: ignore[method-assign]
     try:
         for sp in splits:
             ds = load_dataset(str(spec), sp)
@@ -127,7 +127,7 @@ def collect(name: str, legs_dir: Path, cache_dir: Path) -> dict[str, Any]:
             }
             print(f"  {name}/{sp}: {len(queries)} queries collected in {time.perf_counter() - t:.1f} s", flush=True)
     finally:
-        search_mod.Searcher._run_legs = original  # type: ignore[method-assign]
+        search_mod.Searcher._collect_legs = original  # type: ignore[method-assign]
     legs_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:
