@@ -5,7 +5,7 @@ hours that is stopped resumes from its last checkpoint instead of starting over;
 graph and its vectors are saved where the product opens them (``<db>.hnsw/``, ``HnswFile.save``),
 and the store's next process maps them.
 
-    python bench/hnsw_build.py --db BIG.db                 # resumes from BIG.db.build/ when it holds a checkpoint
+    python -m bench hnsw_build --db BIG.db                 # resumes from BIG.db.build/ when it holds a checkpoint
 
 The vectors are read once into ``<db>.build/rows.f32`` (memory-mapped; kept between runs, with
 their rowids and the store's vector version). Printed: rows added per minute, the checkpoints, the
@@ -17,15 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent / "src"))
-sys.path.insert(0, str(BENCH))
 
 
 def main() -> None:
@@ -38,9 +35,9 @@ def main() -> None:
 
     from usearch.index import Index
 
+    from bench._common import LookupEmbedder
     from hybridmem import Memory
     from hybridmem.retrieve.dense import HNSW_BUILD_BATCH, HNSW_PARAMS, graph_form
-    from latency import LookupEmbedder
 
     work = Path(str(a.db) + ".build")
     work.mkdir(exist_ok=True)
