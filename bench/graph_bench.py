@@ -309,6 +309,10 @@ def demo() -> None:
     save("demo", res)
 
 
-if __name__ == "__main__":
+def main() -> None:
     for part in sys.argv[1:] or ["tokens", "incremental", "speed"]:
         globals()[part]()
+
+
+if __name__ == "__main__":
+    main()
