@@ -1,7 +1,7 @@
 """Speed of agent memory (docs/agent-memory.md), ratios against a baseline taken in the same run:
 
-    python bench/agent_memory.py                 # 100k messages in 1,000 sessions (the reference run)
-    python bench/agent_memory.py --n 20000       # quicker
+    python -m bench agent_memory                 # 100k messages in 1,000 sessions (the reference run)
+    python -m bench agent_memory --n 20000       # quicker
 
 * ``add_messages`` throughput until BM25-searchable (``auto_embed=False``: the vectors come later
   from the background worker, as in production), in messages per second (target >= 2,000).
@@ -20,13 +20,11 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem import Memory  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Cold start of the BM25 leg: loading the postings from the store vs reading the saved snapshot (issue 18).
 
-    python bench/bm25_restore.py                      # 1,000,000 chunks (bench/latency.py's corpus)
-    python bench/bm25_restore.py --n 200000
+    python -m bench bm25_restore                      # 1,000,000 chunks (bench/latency.py's corpus)
+    python -m bench bm25_restore --n 200000
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, ``add_documents``
 1,000 a call, no vectors), runs one BM25 query (which loads the postings from the store and saves
@@ -19,15 +19,12 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(BENCH))
 
 QUERY = "connection pool timeout HEL-4040 max_connections"
 
@@ -37,7 +34,7 @@ sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, sys.argv[3])
 t0 = time.perf_counter()
 from hybridmem import Memory
-from latency import LookupEmbedder, rss_mb
+from bench._common import LookupEmbedder, rss_mb
 m = Memory(sys.argv[1], embedder=LookupEmbedder(), auto_embed=False, chunk_size=None)
 t1 = time.perf_counter()
 r = m.search(sys.argv[4], mode="bm25", top_k=10)
@@ -50,8 +47,8 @@ m.close()
 
 
 def build(db: Path, n: int) -> dict:
+    from bench._common import LookupEmbedder, make_corpus
     from hybridmem import Memory
-    from latency import LookupEmbedder, make_corpus
 
     corpus = make_corpus(n)
     t = time.perf_counter()
@@ -71,9 +68,9 @@ def build(db: Path, n: int) -> dict:
 
 
 def child(db: Path) -> dict:
-    from latency import child_json
+    from bench._common import child_json
 
-    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), QUERY)
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(ROOT), QUERY)
 
 
 def main() -> None:
@@ -121,7 +118,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
         print(json.dumps(report, indent=1))
-        from latency import write_report
+        from bench._common import write_report
 
         write_report(a.out, report)
     finally:

@@ -1,10 +1,10 @@
 """BM25 leg speed: ``SparseIndex.search`` against the scorer it replaced (embedded here, run on the
 same index in the same process), on a synthetic and a real corpus.
 
-    python bench/bm25_speed.py                                     # synthetic 1M + packages (~440k)
-    python bench/bm25_speed.py --corpora packages --size 200000 --queries 300
-    python bench/bm25_speed.py --report bench/results/bm25-speed.json
-    python bench/bm25_speed.py --kernel-before OLD.so   # another build of the kernel beside this one
+    python -m bench bm25_speed                                     # synthetic 1M + packages (~440k)
+    python -m bench bm25_speed --corpora packages --size 200000 --queries 300
+    python -m bench bm25_speed --report bench/results/bm25-speed.json
+    python -m bench bm25_speed --kernel-before OLD.so   # another build of the kernel beside this one
 
 Two corpora, tokenized as ingest does (language detected per chunk, ``index_tokens``), cached as
 token strings under ``--cache`` (tokenizing 1M chunks takes ~4 min), loaded with
@@ -45,14 +45,12 @@ import numpy as np
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(BENCH))
 
+from bench._common import SEED, make_chunk, make_queries, rss_mb  # noqa: E402
 from hybridmem.eval.datasets import load_dataset  # noqa: E402
 from hybridmem.retrieve import bm25_score  # noqa: E402
 from hybridmem.retrieve.sparse import K1, B, SparseIndex  # noqa: E402
 from hybridmem.text.tokenize import detect_language, index_tokens, is_identifier, query_tokens  # noqa: E402
-from latency import SEED, make_chunk, make_queries, rss_mb  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 WINDOW = 80

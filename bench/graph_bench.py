@@ -1,10 +1,10 @@
 """GraphRAG measurements for docs/graphrag.md.
 
-    python bench/graph_bench.py tokens        # global map-reduce vs naive top-50 RAG prompt tokens
-    python bench/graph_bench.py incremental   # LLM calls (counted with the test double) of updates/deletes
-    python bench/graph_bench.py speed         # offline extraction chunks/s; Leiden on a 100k-edge graph
-    python bench/graph_bench.py hotpot        # HotpotQA recall@10: hybrid vs hybrid + graph leg (e5)
-    python bench/graph_bench.py demo          # demo MRR@10 with graph_weight 0 / 0.5 / 1 (e5)
+    python -m bench graph_bench tokens        # global map-reduce vs naive top-50 RAG prompt tokens
+    python -m bench graph_bench incremental   # LLM calls (counted with the test double) of updates/deletes
+    python -m bench graph_bench speed         # offline extraction chunks/s; Leiden on a 100k-edge graph
+    python -m bench graph_bench hotpot        # HotpotQA recall@10: hybrid vs hybrid + graph leg (e5)
+    python -m bench graph_bench demo          # demo MRR@10 with graph_weight 0 / 0.5 / 1 (e5)
 
 Results are printed and merged into bench/results/graph.json.
 """
@@ -23,8 +23,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "graph"))  # for test_graph_llm.counting_model
 
 from hybridmem import Memory  # noqa: E402
 from hybridmem.answer import answer_messages  # noqa: E402
@@ -310,6 +309,10 @@ def demo() -> None:
     save("demo", res)
 
 
-if __name__ == "__main__":
+def main() -> None:
     for part in sys.argv[1:] or ["tokens", "incremental", "speed"]:
         globals()[part]()
+
+
+if __name__ == "__main__":
+    main()

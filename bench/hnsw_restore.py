@@ -1,7 +1,7 @@
 """Cold start of the dense leg: building the HNSW graph vs restoring the saved one (issue 18).
 
-    python bench/hnsw_restore.py                 # 100,000 vectors of 384 dimensions
-    python bench/hnsw_restore.py --n 20000 --changes 0.05
+    python -m bench hnsw_restore                 # 100,000 vectors of 384 dimensions
+    python -m bench hnsw_restore --n 20000 --changes 0.05
 
 One process builds the graph of ``--n`` random unit vectors (``DenseIndex``, as a store's first
 query does), which saves it (``retrieve/hnsw_file.py``); a second ``DenseIndex`` over the same
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem.retrieve.dense import DenseIndex  # noqa: E402
 from hybridmem.retrieve.hnsw_file import HnswFile  # noqa: E402

@@ -1,6 +1,6 @@
 """Latency of the LangChain and LangGraph adapters against ``Memory.search`` on the same store.
 
-    python bench/integrations.py [--docs 5000] [--queries 200] [--out bench/results/integrations/langchain-langgraph.json]
+    python -m bench integrations [--docs 5000] [--queries 200] [--out bench/results/integrations/langchain-langgraph.json]
 
 One process, one store file, the hash embedder (no model: the numbers are the adapters' overhead on
 top of the retrieval pipeline). The LangChain ``HybridMemVectorStore.similarity_search`` and
@@ -20,7 +20,6 @@ import json
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem import Memory  # noqa: E402
 from hybridmem.integrations.langchain import HybridMemRetriever, HybridMemVectorStore  # noqa: E402

@@ -5,7 +5,7 @@
 - ``index.as_retriever(...)`` of a ``VectorStoreIndex`` on ``HybridMemVectorStore`` (LlamaIndex's
   own ``VectorIndexRetriever`` building a ``VectorStoreQuery``),
 
-    python bench/integrations_llamaindex.py [--docs 5000] [--queries 200] [--top-k 10]
+    python -m bench integrations_llamaindex [--docs 5000] [--queries 200] [--top-k 10]
         [--out bench/results/integrations/llamaindex.json]
 
 The corpus is synthetic (seeded): short incident notes with metadata, one hybridmem document per
@@ -23,7 +23,6 @@ import json
 import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from llama_index.core import StorageContext, VectorStoreIndex  # noqa: E402
 from llama_index.core.schema import TextNode  # noqa: E402

@@ -1,8 +1,8 @@
 """Load benchmark of the HTTP service: N concurrent clients, 80% queries / 20% writes, for S seconds.
 
-    python bench/load.py                                  # 50k chunks, 16 clients, 60 s (the reference run)
-    python bench/load.py --chunks 2000 --seconds 10       # quick
-    python bench/load.py --url http://host:8080 --key K   # against a server you run yourself
+    python -m bench load                                  # 50k chunks, 16 clients, 60 s (the reference run)
+    python -m bench load --chunks 2000 --seconds 10       # quick
+    python -m bench load --url http://host:8080 --key K   # against a server you run yourself
 
 The store is the synthetic technical corpus of ``bench/latency.py`` (incident notes with identifiers,
 metadata environment/service/severity), embedded with the fast ``use`` embedder (this measures the
@@ -37,10 +37,8 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
+from bench._common import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
 
 KEY = "bench-load-key-0001"
 NS = "bench"

@@ -6,11 +6,11 @@ questions apart (``Dataset.tags``); build time (every turn stored and searchable
 p50/p95 (one ``search`` of top 10 at a time, from one thread, after 10 warm-up questions); paired
 randomization and bootstrap p-values of hybridmem (this commit) against each other system on nDCG@10.
 
-    python bench/mem0_locomo.py --limit 50                 # first 50 questions (only their conversations), to /tmp
-    python bench/mem0_locomo.py                            # all questions -> bench/results/mem0-locomo/<date>.json
-    python bench/mem0_locomo.py --systems hybridmem,mem0   # a subset
-    python bench/mem0_locomo.py --extra-pythonpath DIR     # where fastembed is, for mem0-bm25, if not in the venv
-    python bench/mem0_locomo.py --report bench/results/mem0-locomo/<date>.json   # re-print a run
+    python -m bench mem0_locomo --limit 50                 # first 50 questions (only their conversations), to /tmp
+    python -m bench mem0_locomo                            # all questions -> bench/results/mem0-locomo/<date>.json
+    python -m bench mem0_locomo --systems hybridmem,mem0   # a subset
+    python -m bench mem0_locomo --extra-pythonpath DIR     # where fastembed is, for mem0-bm25, if not in the venv
+    python -m bench mem0_locomo --report bench/results/mem0-locomo/<date>.json   # re-print a run
 
 Needs ``pip install -e '.[bench]'`` (mem0ai==2.2.1), ``git worktree add /tmp/hm-pre 4e2ea30`` and the
 e5 vectors in /tmp/locomo-cache (``hybridmem eval <locomo.json> --cache-dir /tmp/locomo-cache``).

@@ -1,8 +1,8 @@
 """Per-namespace latency with 1 vs 1,000 namespaces in one store, same size per namespace, both
 backends (docs/scaling.md: the premise of distributing by namespace).
 
-    python bench/namespaces.py                                   # 100 chunks a namespace, 1 and 1,000, both backends
-    python bench/namespaces.py --per-ns 500 --counts 1,100,1000 --backends sqlite
+    python -m bench namespaces                                   # 100 chunks a namespace, 1 and 1,000, both backends
+    python -m bench namespaces --per-ns 500 --counts 1,100,1000 --backends sqlite
 
 Corpus, queries and vectors are bench/pg_scaling.py's (bench/latency.py's synthetic incident notes,
 ``bag:384`` vectors: no model runs). Each store holds ``count`` namespaces of ``per_ns`` chunks each;
@@ -21,17 +21,14 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import make_corpus, make_queries, pct  # noqa: E402
-from pg_scaling import PG_SETTINGS, StructuredEmbedder, fresh_database, start_server  # noqa: E402
+from bench._common import make_corpus, make_queries, pct  # noqa: E402
+from bench.pg_scaling import PG_SETTINGS, StructuredEmbedder, fresh_database, start_server  # noqa: E402
 
 SAMPLED = 5  # namespaces the queries go to
 

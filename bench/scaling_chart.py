@@ -1,6 +1,6 @@
 """bench/results/scaling.png from the measured results of both backends (no run of its own).
 
-    python bench/scaling_chart.py
+    python -m bench scaling_chart
 
 Three panels against the number of chunks, log-log: hybrid query p50, writes per second, the
 query process's RSS. Series, each from its results file (a missing file or point is left out,

@@ -1,8 +1,8 @@
 """Worst-case requests under a short deadline: memory bound, every request ends in time, the work stops.
 
-    python bench/worst_case.py                                  # SQLite then PostgreSQL, 5000 docs, 30 s each
-    python bench/worst_case.py --backend sqlite --docs 500 --seconds 5   # quick
-    python bench/worst_case.py --in-values 990                  # $in lists just under SQLite's expression depth
+    python -m bench worst_case                                  # SQLite then PostgreSQL, 5000 docs, 30 s each
+    python -m bench worst_case --backend sqlite --docs 500 --seconds 5   # quick
+    python -m bench worst_case --in-values 990                  # $in lists just under SQLite's expression depth
 
 ``hybridmem serve`` runs in its own process (``--embedder hash``: this measures the service, not the
 model) with ``request_timeout`` set to ``--deadline`` (default 2 s), on a fresh SQLite store file,
@@ -47,14 +47,13 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
 
 # fuzz first: it imports hybridmem (from PYTHONPATH when set) before latency.py puts ROOT/src in front
-from fuzz import Postgres, Serve, code_info, proc_cpu_s, proc_rss_kb  # noqa: E402
+from bench._common import make_corpus, make_queries  # noqa: E402
+from bench.fuzz import Postgres, Serve, code_info, proc_cpu_s, proc_rss_kb  # noqa: E402
+from bench.load import pct  # noqa: E402
 from hybridmem import config as hm_config  # noqa: E402
 from hybridmem import filters as hm_filters  # noqa: E402
-from latency import make_corpus, make_queries  # noqa: E402
-from load import pct  # noqa: E402
 
 KEY = "bench-worst-key-0001"
 NS = "worst"

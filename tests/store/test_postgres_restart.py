@@ -1,7 +1,7 @@
 """Issue 16: PostgreSQL restarts under load. Reads and writes during the restart fail cleanly (503
 StoreUnavailableError, never a raw driver error), no acknowledged write is lost, and the memory
 serves again within seconds without being reopened (the pool checks each connection it hands out).
-The full run (5 restarts, 16 clients over HTTP) is ``python bench/pg_restarts.py``."""
+The full run (5 restarts, 16 clients over HTTP) is ``python -m bench pg_restarts``."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def feedback_leg(
     lacks, each scored by the sum of its idf, ln(N / df), over those results that hold it (ties by
     term). It reaches what shares the best results' words but not the question's (LoCoMo: Recall@10
     +0.015, nDCG@10 +0.009). Only when those results are conversation turns: on the document sets
-    it cost nDCG@10 (bench/feedback_documents.py). ``top``: those results when they are turns, else
+    it cost nDCG@10 (docs/agent-memory.md). ``top``: those results when they are turns, else
     [] (:func:`top_turns`). Same pre-filter as every leg; one more BM25 query, after the fusion
     it reads."""
     t0 = time.perf_counter()

@@ -81,7 +81,7 @@ class Searcher:
     #: (namespace, query text, allowed rowids or None, k) -> graph-leg hits (hybridmem.graph)
     graph_leg: Callable[[str, str, np.ndarray | None, int], list[LegHit]] | None = None
     #: how the dense leg is fused while vectors are pending: impute | impute-rank | rank | weight |
-    #: drop | none (_dense_scale; bench/partial_coverage.py measures each)
+    #: drop | none (_dense_scale; each measured in docs/evaluation.md)
     partial_dense: str = "impute"
     #: retries of a query whose database connection was lost (a PostgreSQL restart)
     read_retries: int = 4

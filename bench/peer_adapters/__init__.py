@@ -75,4 +75,4 @@ class VectorLookup:
 
 def load(system: str):
     mod, cls = SYSTEMS[system]
-    return getattr(importlib.import_module(f"peers.{mod}"), cls)
+    return getattr(importlib.import_module(f"bench.peer_adapters.{mod}"), cls)
