@@ -294,6 +294,7 @@ def load_documents(
     base: str | Path | None = None,
     id_prefix: str = "",
     encoding: str | None = None,
+    include_all: bool = False,
 ) -> FileBatch:
     """The documents of a file or directory, ``metadata`` merged into each (ids: see
     :func:`hybridmem.text.loaders.ingest_base`)."""
@@ -309,7 +310,12 @@ def load_documents(
     from .text.loaders import load_path  # noqa: PLC0415 - html.parser & co. only for files
 
     loaded = load_path(
-        Path(path), doc_id=doc_id, base=Path(base) if base is not None else None, id_prefix=id_prefix, encoding=encoding
+        Path(path),
+        doc_id=doc_id,
+        base=Path(base) if base is not None else None,
+        id_prefix=id_prefix,
+        encoding=encoding,
+        include_all=include_all,
     )
     if metadata:
         for d in loaded.docs:
@@ -381,10 +387,29 @@ def ingest_path(
     encoding: str | None,
     replace_metadata: bool,
     progress: Callable[[int], None] | None,
+    include_all: bool = False,
 ) -> IngestReport:
     """Ingest a file or a directory into ``ns`` (``Memory.ingest_path``): its documents, reconciled
-    with what is stored, written with the bad ones skipped and listed."""
-    batch = load_documents(path, metadata=metadata, doc_id=doc_id, base=root, id_prefix=id_prefix, encoding=encoding)
+    with what is stored, written with the bad ones skipped and listed.
+
+    Ids are the paths relative to ``root`` (default: the current directory when the path is inside
+    it, else the path's parent), without the suffix unless a sibling shares the stem, after
+    ``id_prefix``. Several paths ingested as one set (two ``README.md`` of two directories) take
+    ``root=common_root(paths)``, as the CLI does, so their ids keep the directories that tell them
+    apart. A file read again keeps its stored metadata (``metadata`` merged over it) unless
+    ``replace_metadata``. One bad file (too big, binary, undecodable, an id stored from another
+    file...) is skipped with its reason: it must not abort the rest. A directory gives its files of
+    a text suffix (``.gz`` read through; hidden directories are named, not entered), or every file
+    whose content is text with ``include_all``."""
+    batch = load_documents(
+        path,
+        metadata=metadata,
+        doc_id=doc_id,
+        base=root,
+        id_prefix=id_prefix,
+        encoding=encoding,
+        include_all=include_all,
+    )
     heads = mem.store.document_heads(ns, [d.id for d in batch.docs if d.id is not None])
     batch = reconcile(batch, heads, replace_metadata=replace_metadata)
     report = mem.add_documents(batch.docs, namespace=ns, progress=progress, skip_invalid=True)

@@ -311,19 +311,12 @@ class Memory(AgentMethods, AsyncMethods):
         encoding: str | None = None,
         replace_metadata: bool = False,
         progress: Callable[[int], None] | None = None,
+        include_all: bool = False,
     ) -> IngestReport:
-        """Ingest a file or a directory. Ids are the paths relative to ``root`` (default: the current
-        directory when the path is inside it, else the path's parent), without the suffix unless a
-        sibling shares the stem, after ``id_prefix``. Several paths ingested as one set (two
-        ``README.md`` of two directories) take ``root=hybridmem.ingest.common_root(paths)``,
-        as the CLI does, so their ids keep the directories that tell them apart. A file read again keeps its stored metadata
-        (``metadata`` merged over it) unless ``replace_metadata``. One bad file (too big, binary,
-        undecodable, an id stored from another file...) is skipped with its reason: it must not
-        abort the rest."""
-        ns = self._ns(namespace)
-        return ingest.ingest_path(
-            self, ns, path, metadata, doc_id, root, id_prefix, encoding, replace_metadata, progress
-        )
+        """Ingest a file or a directory: ids from paths, stored metadata merged, a bad file skipped
+        with its reason, which files a directory gives (see :func:`hybridmem.ingest.ingest_path`)."""
+        ns, opts = self._ns(namespace), (metadata, doc_id, root, id_prefix, encoding, replace_metadata, progress)
+        return ingest.ingest_path(self, ns, path, *opts, include_all=include_all)
 
     # ------------------------------------------------------------------ vectors
     def _store_vectors(self, items: Sequence[Any]) -> None:

@@ -209,10 +209,16 @@ def test_ingest_directory(mem, kb):
     assert set(skipped) == {"bin.txt"}  # the path is its own field; the reason says why
     assert "binary" in skipped["bin.txt"] and rep.skipped[0]["path"] == "kb/bin.txt"
     # a Latin-1 file is read in the encoding detected, and the report says so; the file the walk
-    # leaves out for its suffix is named (hidden ones are not)
-    notes = {n["path"]: n["message"] for n in rep.notes}
-    assert set(notes) == {"kb/bad.md", "kb"} and "cp1252" in notes["kb/bad.md"]
-    assert notes["kb"].startswith("1 file left out, not of a text suffix") and notes["kb"].count("kb/img.png") == 1
+    # leaves out for its suffix is named, and so is the hidden directory it does not enter
+    notes = {(n["path"], n["message"].split(":")[0]): n["message"] for n in rep.notes}
+    assert "cp1252" in notes["kb/bad.md", "not UTF-8"]
+    left = notes[
+        "kb",
+        "1 file left out, not of a text suffix (.htm .html .json .jsonl .markdown .md .rst .txt, each also as .gz)",
+    ]
+    assert left.count("kb/img.png") == 1
+    assert notes["kb", "1 hidden directory not entered"].endswith("kb/.hidden/ (1 file); name one to ingest it")
+    assert len(notes) == 3
     assert len(rep.added) == 9 and rep.updated == [] and rep.unchanged == []
     assert {"kb/a", "kb/b", "kb/bad", "kb/c", "kb/d", "rec-1", "j1", "j2"} <= set(rep.added)
     assert "café" in mem.get("kb/bad")["chunks"][0]["text"]
@@ -328,3 +334,68 @@ def test_files_a_directory_walk_leaves_out_are_named_and_can_be_ingested_by_name
     again = mem.ingest_path(docs / "README.Debian")
     assert again.updated == ["README.Debian"] and again.added == []  # an edit updates it (not a new id)
     assert mem.search("Debian notes revised", mode="bm25").results[0].doc_id == "README.Debian"
+
+
+# ---------------------------------------------------------------- what a directory walk takes (issue 43)
+def _pages(tmp_path: Path) -> Path:
+    """A man-page-like tree: a page named ``..md`` (the ``.`` command), gzipped pages, files without
+    a text suffix, a binary, a hidden directory."""
+    import gzip
+
+    root = tmp_path / "pages"
+    (root / "sub").mkdir(parents=True)
+    (root / ".git" / "objects").mkdir(parents=True)
+    (root / "..md").write_text("# .\n\nSource a file in the current shell.\n", encoding="utf-8")
+    (root / "tar.md").write_text("# tar\n\nArchive utility.\n", encoding="utf-8")
+    (root / "sub" / "zcat.md.gz").write_bytes(gzip.compress("# zcat\n\nRead a compressed page.\n".encode()))
+    (root / "changelog.Debian.gz").write_bytes(gzip.compress(b"hybridmem (1.0) unstable; urgency=low\n"))
+    (root / "README.Debian").write_text("Notes for Debian users.\n", encoding="utf-8")
+    (root / "bad.md.gz").write_bytes(b"not gzip at all")
+    (root / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (root / ".git" / "objects" / "ab").write_text("x", encoding="utf-8")
+    return root
+
+
+def test_a_walk_takes_dot_named_pages_and_gzip_and_names_what_it_leaves(tmp_path: Path) -> None:
+    root = _pages(tmp_path)
+    got = load_path(root, base=tmp_path)
+    assert sorted(d.id for d in got.docs) == ["pages/..md", "pages/sub/zcat.md.gz", "pages/tar"]
+    assert "Read a compressed page." in next(d.text for d in got.docs if d.id == "pages/sub/zcat.md.gz")
+    assert [(s.path, s.reason.split(" (")[0]) for s in got.skipped] == [("pages/bad.md.gz", "not a readable gzip file")]
+    left, hidden = (n["message"] for n in got.notes)
+    assert left.startswith("3 files left out") and "pages/README.Debian" in left and "--include-all" in left
+    assert "pages/changelog.Debian.gz" in left and "pages/blob.bin" in left
+    assert hidden.startswith("1 hidden directory not entered: pages/.git/ (1 file)")
+
+
+def test_include_all_takes_every_text_file_and_skips_binaries_with_the_reason(tmp_path: Path) -> None:
+    got = load_path(_pages(tmp_path), base=tmp_path, include_all=True)
+    ids = {d.id for d in got.docs}
+    assert {"pages/README.Debian", "pages/changelog.Debian.gz", "pages/..md", "pages/tar"} <= ids
+    assert {s.path: s.reason for s in got.skipped}["pages/blob.bin"] == "binary file (NUL bytes)"
+    assert [n["message"] for n in got.notes if "left out" in n["message"]] == []
+
+
+def test_a_gzip_file_is_refused_past_the_size_limit_once_decompressed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gzip
+
+    from hybridmem import config
+
+    monkeypatch.setattr(config, "MAX_DOCUMENT_BYTES", 10_000)
+    bomb = tmp_path / "bomb.md.gz"
+    bomb.write_bytes(gzip.compress(b"a " * 1_000_000))  # 2 MB of text in ~2 KB
+    assert bomb.stat().st_size < 10_000
+    got = load_path(bomb, base=tmp_path)
+    assert got.docs == [] and "larger than the 10000-byte document limit once decompressed" in got.skipped[0].reason
+
+
+def test_memory_ingest_path_passes_include_all(tmp_path: Path) -> None:
+    from hybridmem import Memory
+
+    root = _pages(tmp_path)
+    with Memory(tmp_path / "m.db", embedder="hash") as m:
+        plain = m.ingest_path(root, root=tmp_path)
+        every = m.ingest_path(root, root=tmp_path, include_all=True)
+    assert "pages/README.Debian" not in plain.added and "pages/README.Debian" in every.added

@@ -59,6 +59,7 @@ def _ingest_all(mem: Memory, paths: list[str], opts: dict[str, Any], prog: Any) 
                 root=root,
                 id_prefix=opts["id_prefix"],
                 encoding=opts["encoding"],
+                include_all=opts["include_all"],
                 replace_metadata=opts["replace_meta"],
                 progress=lambda n: prog.advance(task, n),
             )
@@ -91,6 +92,7 @@ def _chat_options(opts: dict[str, Any], meta: dict[str, Any]) -> None:
     from ..conversation import SCOPE_KEYS
 
     flags = {"doc_id": "--id", "root": "--root", "id_prefix": "--id-prefix", "encoding": "--encoding"}
+    flags["include_all"] = "--include-all"
     flags.update({"source": "--source", "replace_meta": "--replace-meta"})
     for key, flag in flags.items():
         if opts[key]:
@@ -170,6 +172,9 @@ def ingest(
     encoding: Optional[str] = typer.Option(
         None, "--encoding", metavar="NAME", help="Read files in this encoding (default: UTF-8, else detected)."
     ),
+    include_all: bool = typer.Option(
+        False, "--include-all", help="In directories, every file whose content is text, whatever its suffix."
+    ),
     source: Optional[str] = typer.Option(None, "--source", help="Source name for stdin text."),
     fmt: str = typer.Option("files", "--format", metavar="FORMAT", help=_FORMAT_HELP),
     session: Optional[str] = typer.Option(None, "--session", metavar="ID", help=_SESSION_HELP),
@@ -202,6 +207,7 @@ def ingest(
             "root": root,
             "id_prefix": id_prefix,
             "encoding": encoding,
+            "include_all": include_all,
             "replace_meta": replace_meta,
             **{"wait": wait, "chunk_size": chunk_size, "overlap": chunk_overlap, "as_json": as_json},
         }

@@ -7,10 +7,12 @@ the path was typed.
 
 from __future__ import annotations
 
+import gzip
 import html.parser
 import json
 import logging
 import os
+import zlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,24 +47,69 @@ class Skipped:
 
 
 def iter_files(path: Path) -> Iterator[Path]:
-    """Files under ``path`` with a supported suffix, sorted, hidden entries skipped."""
-    yield from _walk(path)[0]
+    """Files under ``path`` with a supported suffix, sorted, hidden directories skipped."""
+    yield from _walk(path).taken
 
 
-def _walk(path: Path) -> tuple[list[Path], list[Path]]:
-    """The files at ``path`` (itself, or those under it, sorted, hidden entries skipped): those of
-    a supported suffix, and the others (left out)."""
+@dataclass
+class _Walk:
+    #: the files read: a text suffix (through ``.gz``), or any with ``include_all``
+    taken: list[Path]
+    #: the others, named in a "left out" note
+    other: list[Path]
+    #: hidden directories not entered (``.git``, ``.venv``), each with the files it holds
+    hidden: list[tuple[Path, int]]
+
+
+def kind_suffix(path: Path) -> str:
+    """The suffix that says what a file holds: its own, or the one before ``.gz`` (``a.md.gz``:
+    ``.md``), lower case."""
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() if suffix == ".gz" else suffix
+
+
+def _walk(path: Path, include_all: bool = False) -> _Walk:
+    """The files at ``path`` (itself, or those under it, sorted): those of a supported suffix (all
+    with ``include_all``: then their content decides), and the others. A hidden *file* is a file
+    like any other (``..md``, the page of the ``.`` command, has a text suffix); a hidden
+    *directory* is not entered, but named."""
     if not path.exists():
         raise NotFoundError(f"no such file or directory: {path}")
     if path.is_file():
-        return [path], []
-    taken: list[Path] = []
-    other: list[Path] = []
-    for p in sorted(path.rglob("*")):
-        if any(part.startswith(".") for part in p.relative_to(path).parts) or not p.is_file():
-            continue
-        (taken if p.suffix.lower() in TEXT_SUFFIXES else other).append(p)
-    return taken, other
+        return _Walk([path], [], [])
+    out = _Walk([], [], [])
+    for dirpath, dirnames, filenames in os.walk(path):
+        here = Path(dirpath)
+        for d in sorted(n for n in dirnames if n.startswith(".")):
+            out.hidden.append((here / d, sum(len(f) for _, _, f in os.walk(here / d))))
+        dirnames[:] = sorted(n for n in dirnames if not n.startswith("."))
+        for name in filenames:
+            p = here / name
+            if p.is_file():
+                (out.taken if include_all or kind_suffix(p) in TEXT_SUFFIXES else out.other).append(p)
+    out.taken.sort()
+    out.other.sort()
+    out.hidden.sort()
+    return out
+
+
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, a ``.gz`` file's decompressed; refused over the document size limit (a
+    compressed file's once decompressed, read no further than the limit)."""
+    limit = config.MAX_DOCUMENT_BYTES
+    if path.suffix.lower() != ".gz":
+        size = path.stat().st_size
+        if size > limit:
+            raise IngestError(f"{path}: {size} bytes is larger than the {limit}-byte document limit")
+        return path.read_bytes()
+    try:
+        with gzip.open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except (OSError, EOFError, zlib.error) as e:
+        raise IngestError(f"{path}: not a readable gzip file ({e})") from None
+    if len(raw) > limit:
+        raise IngestError(f"{path}: larger than the {limit}-byte document limit once decompressed")
+    return raw
 
 
 #: encodings preferred when charset-normalizer finds several equally good (single-byte codecs often
@@ -103,12 +150,10 @@ def _detect(raw: bytes, path: Path) -> tuple[str, str]:
 
 def decode_file(path: Path, encoding: str | None = None) -> tuple[str, str]:
     """The text of a file and the encoding it was read in: UTF-8 (with or without BOM), a UTF-16/32
-    BOM, ``encoding`` when given, else the encoding detected with a confidence floor. Refused:
-    files over the document size limit (before reading them) and binary files."""
-    size = path.stat().st_size
-    if size > config.MAX_DOCUMENT_BYTES:
-        raise IngestError(f"{path}: {size} bytes is larger than the {config.MAX_DOCUMENT_BYTES}-byte document limit")
-    raw = path.read_bytes()
+    BOM, ``encoding`` when given, else the encoding detected with a confidence floor; a ``.gz``
+    file decompressed first. Refused: files over the document size limit (before reading them)
+    and binary files."""
+    raw = read_bytes(path)
     if encoding:
         try:
             return raw.decode(encoding), encoding
@@ -220,7 +265,7 @@ def records_to_documents(records: list[Any], where: str) -> list[Document]:
 
 def _parse_json(text: str, path: Path) -> list[Any]:
     try:
-        if path.suffix.lower() == ".jsonl":
+        if kind_suffix(path) == ".jsonl":
             return [json.loads(line) for line in text.splitlines() if line.strip()]
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -282,9 +327,10 @@ class _Ids:
 
     def of(self, path: Path) -> str:
         """A file of another suffix (README.Debian, named on its own) keeps its whole name: its
-        suffix is part of the name, and without it the id would be README.md's."""
+        suffix is part of the name, and without it the id would be README.md's; so does a file
+        whose stem is only dots (``..md``, the page of the ``.`` command: ``.`` is no id)."""
         rel = path.relative_to(self.base)
-        whole = path.suffix.lower() not in _DOC_SUFFIXES or self._clashes(path)
+        whole = path.suffix.lower() not in _DOC_SUFFIXES or not path.stem.strip(".") or self._clashes(path)
         return self.prefix + (rel if whole else rel.with_suffix("")).as_posix()
 
 
@@ -307,15 +353,19 @@ def load_path(
     base: Path | None = None,
     id_prefix: str = "",
     encoding: str | None = None,
+    include_all: bool = False,
 ) -> Loaded:
     """Documents found at ``root`` (a file or a directory), the files skipped with why, and notes.
     Ids follow :class:`_Ids` from :func:`ingest_base`; two documents with one id are never both
     kept: the second is skipped with a reason naming the first."""
-    files, other = _walk(root)
+    walk = _walk(root, include_all)
+    files = walk.taken
     ids = _Ids(ingest_base(root, base), id_prefix)
     out = Loaded([], [], [])
-    if other:
-        out.notes.append(_left_out(root, other, ids))
+    if walk.other:
+        out.notes.append(_left_out(root, walk.other, ids))
+    if walk.hidden:
+        out.notes.append(_hidden_note(root, walk.hidden, ids))
     seen: dict[str, str] = {}
     for path in files:
         apath = Path(os.path.abspath(path))
@@ -330,7 +380,7 @@ def load_path(
             out.skipped.append(Skipped(source, "empty file"))
             continue
         for doc in found:
-            if doc.id is None and apath.suffix.lower() not in (".json", ".jsonl"):  # a text file: its path
+            if doc.id is None and kind_suffix(apath) not in (".json", ".jsonl"):  # a text file: its path
                 doc.id = doc_id if (doc_id and len(files) == 1) else ids.of(apath)
             if doc.id is not None and doc.id in seen:
                 out.skipped.append(Skipped(source, f"id {doc.id!r} is already the id of {seen[doc.id]}"))
@@ -348,7 +398,21 @@ def _left_out(root: Path, other: list[Path], ids: "_Ids") -> dict[str, str]:
     return {
         "path": ids.source(Path(os.path.abspath(root))),
         "message": f"{len(other)} file{'s' if len(other) > 1 else ''} left out, not of a text suffix "
-        f"({' '.join(sorted(TEXT_SUFFIXES))}): {shown}; name a file to ingest it as text",
+        f"({' '.join(sorted(TEXT_SUFFIXES))}, each also as .gz): {shown}; name a file to ingest it as text, "
+        "or --include-all to take every file whose content is text",
+    }
+
+
+def _hidden_note(root: Path, hidden: list[tuple[Path, int]], ids: "_Ids") -> dict[str, str]:
+    """The note on the hidden directories a walk does not enter (``.git``, ``.venv``)."""
+    shown = ", ".join(
+        f"{ids.source(Path(os.path.abspath(d)))}/ ({n} file{'s' if n != 1 else ''})" for d, n in hidden[:5]
+    )
+    return {
+        "path": ids.source(Path(os.path.abspath(root))),
+        "message": f"{len(hidden)} hidden director{'ies' if len(hidden) > 1 else 'y'} not entered: {shown}"
+        + (", …" if len(hidden) > 5 else "")
+        + "; name one to ingest it",
     }
 
 
@@ -358,7 +422,7 @@ def _load_file(path: Path, source: str, encoding: str | None, notes: list[dict[s
         notes.append({"path": source, "message": f"not valid UTF-8: read as {used}"})
     elif used not in ("utf-8", encoding) and not used.startswith("utf-16") and not used.startswith("utf-32"):
         notes.append({"path": source, "message": f"not UTF-8: read as {used} (detected; --encoding forces one)"})
-    suffix = path.suffix.lower()
+    suffix = kind_suffix(path)
     if suffix in (".json", ".jsonl"):
         return records_to_documents(_parse_json(text, path), source)
     if suffix in (".html", ".htm"):
