@@ -84,6 +84,16 @@ class StoreUnavailableError(StoreError):
     http_headers = (("Retry-After", "1"),)
 
 
+class StoreFullError(StoreError):
+    """The disk holding the store (or the store's own size limit) is full: nothing of the write was
+    kept (its transaction rolled back) and what was acknowledged before stays. Writes succeed
+    again by themselves once there is space; retry later."""
+
+    http_status = 507
+    error_type = "insufficient_storage"
+    http_headers = (("Retry-After", "30"),)
+
+
 class EmbedderMismatchError(StoreError):
     """The store holds vectors of one embedder and another one was given."""
 

@@ -40,6 +40,7 @@ CONTRACT: dict[type[E.HybridMemError], tuple[int, str, dict[str, str]]] = {
     RequestTimeoutError: (504, "timeout", {}),
     StoreBusyError: (503, "busy", {"retry-after": "1"}),
     E.StoreUnavailableError: (503, "unavailable", {"retry-after": "1"}),
+    E.StoreFullError: (507, "insufficient_storage", {"retry-after": "30"}),
     DeadlineExceeded: (504, "timeout", {}),
     ConfigError: (500, "config_error", {}),
     NotImplementedOnServer: (501, "not_implemented", {}),

@@ -18,9 +18,11 @@ from .routing import Caller, Deps, NamespaceQuery, error_responses
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
+    #: ``degraded``: the server answers but writes are refused (``reason`` says why)
+    status: Literal["ok", "degraded"]
     version: str
     auth: bool
+    reason: str | None = None
     embedding_worker_error: str | None = None
     #: the embedding worker's progress: vectors/s over the last minute, queue, batch running, errors
     embedding_worker: WorkerStatus | None = None
@@ -48,9 +50,13 @@ def register(app: FastAPI, d: Deps) -> None:
 
     @app.get("/healthz", response_model=Health, tags=["introspection"])
     async def healthz() -> Health:
-        """Liveness: no key needed, no tenant data."""
+        """Liveness: no key needed, no tenant data; ``degraded`` with the reason while writes are
+        refused for space (they resume by themselves once there is some)."""
+        mem = d.holder["memory"]
+        full = getattr(getattr(mem, "store", None), "full", None)  # None before the memory is open
         return Health(
-            status="ok",
+            status="degraded" if full else "ok",
+            reason=full,
             version=__version__,
             auth=d.keys.enabled,
             embedding_worker_error=getattr(d.holder["memory"], "worker_error", None),

@@ -125,7 +125,7 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         "/v1/messages",
         response_model=MessagesReport,
         tags=["agent memory"],
-        responses=error_responses(401, 403, 413, 422, 504),
+        responses=error_responses(401, 403, 413, 422, 504, 507),
     )
     async def add_messages(body: MessagesRequest, p: Caller) -> MessagesReport:
         """Store chat messages as memories of a session, turns numbered after its last one."""
@@ -146,7 +146,7 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         "/v1/remember",
         response_model=RememberReport,
         tags=["agent memory"],
-        responses=error_responses(401, 403, 413, 422, 429, 504),
+        responses=error_responses(401, 403, 413, 422, 429, 504, 507),
     )
     async def remember(body: RememberRequest, p: Caller) -> RememberReport:
         """Store a statement; with `reconcile`, the LLM decides whether it is new (ADD), changes a
@@ -176,7 +176,7 @@ def _version_routes(app: FastAPI, d: Deps) -> None:
         "/v1/memories/{doc_id:path}/supersede",
         response_model=WriteReport,
         tags=["agent memory"],
-        responses=error_responses(401, 403, 404, 413, 422, 504),
+        responses=error_responses(401, 403, 404, 413, 422, 504, 507),
     )
     async def supersede(
         doc_id: str, body: SupersedeRequest, p: Caller, namespace: NamespaceQuery = None
@@ -192,7 +192,7 @@ def _version_routes(app: FastAPI, d: Deps) -> None:
         "/v1/memories/{doc_id:path}/forget",
         response_model=ForgetReport,
         tags=["agent memory"],
-        responses=error_responses(401, 403, 404, 413, 422, 504),
+        responses=error_responses(401, 403, 404, 413, 422, 504, 507),
     )
     async def forget(
         doc_id: str, p: Caller, body: ForgetRequest | None = None, namespace: NamespaceQuery = None

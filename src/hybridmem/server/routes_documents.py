@@ -25,7 +25,7 @@ def register(app: FastAPI, d: Deps) -> None:
         UPLOAD_PATH,
         response_model=WriteReport,
         tags=["memories"],
-        responses=error_responses(401, 403, 413, 422, 429, 504),
+        responses=error_responses(401, 403, 413, 422, 429, 504, 507),
     )
     async def upload_documents(
         files: Annotated[list[UploadFile], File(description="Text files: .md .txt .rst .html .json .jsonl")],

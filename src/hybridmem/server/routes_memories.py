@@ -74,7 +74,7 @@ def register(app: FastAPI, d: Deps) -> None:
         "/v1/memories",
         response_model=WriteReport,
         tags=["memories"],
-        responses=error_responses(401, 403, 413, 422, 504),
+        responses=error_responses(401, 403, 413, 422, 504, 507),
     )
     async def add_memories(body: MemoriesRequest, p: Caller) -> WriteReport:
         """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
@@ -102,7 +102,7 @@ def register(app: FastAPI, d: Deps) -> None:
         "/v1/memories/{doc_id:path}",
         response_model=WriteReport,
         tags=["memories"],
-        responses=error_responses(401, 403, 404, 413, 422, 504),
+        responses=error_responses(401, 403, 404, 413, 422, 504, 507),
     )
     async def put_memory(doc_id: str, body: MemoryUpdate, p: Caller, namespace: NamespaceQuery = None) -> WriteReport:
         """Replace an existing memory's text (and metadata/source when given); 404 if it does not

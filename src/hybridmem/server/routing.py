@@ -55,6 +55,7 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         429: "Too many concurrent requests for this key (Retry-After)",
         501: "Not available on this server",
         504: "The request timed out",
+        507: "The store's disk (or size limit) is full: nothing of the write was kept (Retry-After)",
     }
     return {c: {"model": ErrorResponse, "description": text.get(c, "Error")} for c in codes}
 

@@ -239,6 +239,8 @@ class Store(Protocol):
 
     path: str
     schema_version: int
+    #: why writes are refused for space since the last one that was (None: they are not)
+    full: str | None
 
     @property
     def capabilities(self) -> Capabilities: ...

@@ -426,6 +426,9 @@ class PostgresStore(changelog_sql.ChangeLogReads):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
     namespace across processes by a row lock on the namespace's counters."""
 
+    #: why writes are refused for space (the SQLite store's; a full PostgreSQL disk is the server's)
+    full: str | None = None
+
     #: where each namespace's versions and counts live (changelog_sql reads them there)
     counters = ("namespace_stats", "ns_id")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import deadline
-from ...errors import StoreError
+from ...errors import StoreError, StoreFullError
 from ..sql import changelog as changelog_sql
 from ..sql.common import SQLITE_DIALECT, Dialect
 from .schema import _TOKENS_TABLE, PENDING_RECOUNT, _now, _tokens
@@ -28,6 +28,8 @@ class _Core(changelog_sql.ChangeLogReads):
     counters = ("namespaces", "id")
     #: the SQL of the reads shared with the PostgreSQL store (store/sql/common.py)
     dialect: Dialect = SQLITE_DIALECT
+    #: why writes are refused for space since the last one that was (None: they are not)
+    full: str | None = None
 
     path: str
     #: the file SQLite opens (a private temporary file for ":memory:")
@@ -139,18 +141,43 @@ class _Core(changelog_sql.ChangeLogReads):
 
     # ------------------------------------------------------------------ transactions
     class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
-            self.db = db
+        """One write transaction. A write refused for space (SQLite's SQLITE_FULL: the disk, or the
+        store's ``max_page_count``) is rolled back and raised as :class:`StoreFullError`; the
+        store's ``full`` says why until a write commits again."""
+
+        def __init__(self, db: sqlite3.Connection, store: Any = None) -> None:
+            self.db, self.store = db, store
 
         def __enter__(self) -> sqlite3.Connection:
             self.db.execute("BEGIN IMMEDIATE")
             return self.db
 
-        def __exit__(self, exc_type: Any, *_: Any) -> None:
+        def __exit__(self, exc_type: Any, exc: BaseException | None, _tb: Any) -> None:
             if exc_type is None:
-                self.db.execute("COMMIT")
-            else:
+                try:
+                    self.db.execute("COMMIT")
+                except sqlite3.OperationalError as e:
+                    self._rollback()
+                    self._raise_full(e)
+                    raise
+                if self.store is not None:
+                    self.store.full = None
+                return
+            self._rollback()
+            self._raise_full(exc)
+
+        def _rollback(self) -> None:
+            if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
+
+        def _raise_full(self, e: BaseException | None) -> None:
+            cause = e.__cause__ if isinstance(e, StoreError) else e
+            if isinstance(cause, sqlite3.OperationalError) and cause.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+                where = getattr(self.store, "path", "the store")
+                msg = f"write to {where} refused: the disk or the store's size limit is full ({cause}); nothing of it was kept"
+                if self.store is not None:
+                    self.store.full = msg
+                raise StoreFullError(msg) from cause
 
     @contextmanager
     def write_transaction(self) -> Iterator[sqlite3.Connection]:
@@ -159,7 +186,7 @@ class _Core(changelog_sql.ChangeLogReads):
             yield db
 
     def _tx(self) -> "_Core._Tx":
-        return _Core._Tx(self._w)
+        return _Core._Tx(self._w, self)
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
