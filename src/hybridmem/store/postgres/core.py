@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ... import deadline
 from ...errors import StoreError, StoreUnavailableError
 from ..sql import changelog as changelog_sql
+from ..sql.common import PG_DIALECT, Dialect
 from .qmark import AutoReader, Qmark
 from .schema import _now, _one
 
@@ -42,6 +43,8 @@ class _Core(changelog_sql.ChangeLogReads):
 
     #: where each namespace's versions and counts live (changelog_sql reads them there)
     counters = ("namespace_stats", "ns_id")
+    #: the SQL of the reads shared with the SQLite store (store/sql/common.py)
+    dialect: Dialect = PG_DIALECT
 
     url: str
     #: the URL with its password masked (for messages)
@@ -97,6 +100,9 @@ class _Core(changelog_sql.ChangeLogReads):
                 "(a write in flight may or may not have been committed: writes are idempotent by id)"
             ) from None
 
+    #: a pooled connection in autocommit for one statement of the shared reads (store/sql/common.py)
+    _reading = _conn
+
     @contextmanager
     def _tx(self) -> Iterator[Qmark]:
         """A write transaction (the graph layer's portable SQL goes through it)."""
@@ -115,6 +121,9 @@ class _Core(changelog_sql.ChangeLogReads):
         with self._conn() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield Qmark(conn)
+
+    #: a snapshot for the shared reads of several statements (store/sql/common.py)
+    _consistent = snapshot
 
     @staticmethod
     def _portable(conn: psycopg.Connection) -> Any:

@@ -1,6 +1,6 @@
 """The class :class:`PostgresStore`: connecting (the BM25 leg's options, the schema name, the first
 connection's checks and migrations, the pool), composed from the parts of the store (core, files,
-reads, search, vectors, writes)."""
+reads, search, vectors, writes) and the reads shared with the SQLite store (store/sql/common.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from ... import config
 from ...errors import StoreError, ValidationError
 from ..base import Capabilities
+from ..sql.common import SQLReads
 from .core import mask_url
 from .files import _Files
 from .legs import PostgresLegs
@@ -34,7 +35,7 @@ BM25_SNAPSHOT_DIR_ENV = config.PG_BM25_SNAPSHOT_DIR_ENV
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files):
+class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
     namespace across processes by a row lock on the namespace's counters."""
 

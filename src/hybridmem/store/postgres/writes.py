@@ -276,14 +276,6 @@ class _Writes(_Core):
                 self._changed(conn, namespace, ns, "chunk_version", retired[1], retired[1], res)
         return res
 
-    def export_times(self, namespace: str) -> dict[str, tuple[Any, ...]]:
-        """doc id -> times, version bookkeeping and chunk context (``history_sql.export_times``)."""
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return {}
-        with self.snapshot() as db:
-            return history_sql.export_times(db, ns)
-
     def restore_times(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> WriteResult:
         """Copied documents get the source's times and versions (``migrate``), in one transaction."""
         res = WriteResult()
