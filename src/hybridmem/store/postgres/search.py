@@ -27,6 +27,12 @@ class _Search(_Core):
     """BM25 and dense search in SQL, under a filter."""
 
     @staticmethod
+    def compile_filter(flt: Filter) -> Allowed:
+        """``flt`` compiled once per query into the WHERE fragment over ``d.metadata`` every SQL leg
+        joins on (``hybridmem.retrieve.pg_legs.PostgresLegs.allowed``)."""
+        return Allowed(flt, sql=to_pg_sql(flt, "d.metadata"))
+
+    @staticmethod
     def _where(scope: Allowed | Filter | None) -> tuple[str, list[Any]]:
         """A filter's WHERE fragment over ``d.metadata`` (the chunk's document, joined as
         :data:`_DOC_JOIN`): compiled once per query (``Allowed.sql``), or here for a bare filter."""

@@ -7,18 +7,17 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from ... import config
 from ...errors import StoreError, ValidationError
-from ..base import Capabilities
+from ..base import Capabilities, NativeSearchStore
 from ..sql.common import SQLReads
 from .core import mask_url
 from .files import _Files
-from .legs import PostgresLegs
 from .migrations import SCHEMA_VERSION, bootstrap
 from .qmark import AutoReader
 from .reads import _Reads
@@ -146,11 +145,13 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads):
         )
         self._pool.open(wait=True, timeout=connect_timeout)
 
-    def search_legs(self) -> PostgresLegs:
-        """The BM25 and dense legs of this store, run in SQL (see :class:`PostgresLegs`)."""
-        return PostgresLegs(self)
-
     def _bootstrap(self, conn: psycopg.Connection, create: bool) -> None:
         """Migrations (``migrations.bootstrap``); postings of another tokenizer are rebuilt."""
         if bootstrap(conn, self.schema, self.path, create):
             self._reindex(conn)
+
+
+if TYPE_CHECKING:
+
+    def _is_native_search_store(store: PostgresStore) -> NativeSearchStore:
+        return store  # mypy checks here that the class offers what the SQL legs ask of it

@@ -1,4 +1,5 @@
-"""The SQL legs of the PostgreSQL store (moved to ``hybridmem.retrieve`` next)."""
+"""The legs of the PostgreSQL backend: BM25 and dense search run in the database, through what the
+store offers for it (:class:`~hybridmem.store.base.NativeSearchStore`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import EmbedderMismatchError
-from ...filters import Filter
-from ..base import Allowed, WriteResult
-from ..sql.filters import to_pg_sql
-from .search import _Search
+from ..errors import EmbedderMismatchError
+from ..filters import Filter
+from ..store.base import Allowed, NativeSearchStore, WriteResult
+
+__all__ = ["PostgresLegs"]
 
 
 class PostgresLegs:
@@ -19,14 +20,14 @@ class PostgresLegs:
     from the store's own postings and pgvector HNSW, both in SQL, the filter compiled once per query
     into the WHERE fragment every leg joins on. No in-process index, so nothing to keep in step."""
 
-    def __init__(self, store: _Search) -> None:
+    def __init__(self, store: NativeSearchStore) -> None:
         self.store = store
 
     def prepare(self, namespace: str, mode: str) -> None:
         return None
 
     def allowed(self, namespace: str, flt: Filter) -> Allowed:
-        return Allowed(flt, sql=to_pg_sql(flt, "d.metadata"))
+        return self.store.compile_filter(flt)
 
     def allowed_rowids(self, namespace: str, allowed: Allowed) -> np.ndarray:
         return allowed.rowids if allowed.rowids is not None else self.store.filter_rowids(namespace, allowed)
