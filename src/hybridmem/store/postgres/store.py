@@ -1,6 +1,7 @@
 """The class :class:`PostgresStore`: connecting (the BM25 leg's options, the schema name, the first
 connection's checks and migrations, the pool), composed from the parts of the store (core, files,
-reads, search, vectors, writes) and the reads shared with the SQLite store (store/sql/common.py)."""
+reads, search, vectors, writes) and the reads and writes shared with the SQLite store
+(store/sql/common.py, store/sql/writes.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ... import config
 from ...errors import StoreError, ValidationError
 from ..base import Capabilities, NativeSearchStore
 from ..sql.common import SQLReads
+from ..sql.writes import SQLWrites
 from .core import mask_url
 from .files import _Files
 from .migrations import SCHEMA_VERSION, bootstrap
@@ -34,7 +36,7 @@ BM25_SNAPSHOT_DIR_ENV = config.PG_BM25_SNAPSHOT_DIR_ENV
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads):
+class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLWrites):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
     namespace across processes by a row lock on the namespace's counters."""
 

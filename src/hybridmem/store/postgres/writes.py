@@ -1,18 +1,20 @@
 """The PostgreSQL store's writes, each in one transaction under the namespace's row lock: documents
-(the rows of chunks, BM25 postings and statistics, vectors kept or queued, bulk-copied), deletes,
-retiring and restored times, re-tokenizing; and the ANALYZE after bulk writes."""
+(the rows of chunks, BM25 postings and statistics, vectors kept or queued, bulk-copied),
+re-tokenizing, the ANALYZE after bulk writes; and the steps of the deletes, retiring and restored
+times that store/sql/writes.py does for both SQL stores."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg import errors as pgerr
 
-from ...errors import NotFoundError, StoreError, ValidationError
+from ...errors import StoreError, ValidationError
 from ..base import PreparedDocument, WriteResult, plan_writes
 from ..sql import graph as graph_sql
 from ..sql import history as history_sql
@@ -24,7 +26,7 @@ __all__ = ["_Writes"]
 
 
 class _Writes(_Core):
-    """Every write of the store but the vectors' (``vectors.py``)."""
+    """The writes of the store but the vectors' (``vectors.py``) and the shared ones."""
 
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
@@ -262,31 +264,31 @@ class _Writes(_Core):
             out += r[1] if r else []
         return out
 
-    def retire(self, namespace: str, doc_id: str, reason: str | None) -> WriteResult:
-        """A soft delete (see the SQLite store's): the current version stays in the history."""
-        res = WriteResult()
+    @contextmanager
+    def _namespace_write(self, namespace: str) -> Iterator[tuple[psycopg.Connection, int | None]]:
+        """The write transaction of the shared writes (store/sql/writes.py) and the namespace's id,
+        its row locked (one writer per namespace)."""
         with self._wlock, self._conn() as conn, conn.transaction():
-            ns = self._lock_ns(conn, namespace, create=False)
-            retired = (
-                None if ns is None else history_sql.retire(Qmark(conn), ns, doc_id, history_sql.now_epoch(), reason)
-            )
-            if ns is None or retired is None:
-                raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
-            if retired[1]:
-                self._changed(conn, namespace, ns, "chunk_version", retired[1], retired[1], res)
-        return res
+            yield conn, self._lock_ns(conn, namespace, create=False)
 
-    def restore_times(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> WriteResult:
-        """Copied documents get the source's times and versions (``migrate``), in one transaction."""
-        res = WriteResult()
-        with self._wlock, self._conn() as conn, conn.transaction():
-            ns = self._lock_ns(conn, namespace, create=False)
-            if ns is None:
-                raise NotFoundError(f"no namespace {namespace!r}")
-            retired = history_sql.restore_times(Qmark(conn), ns, rows)
-            if retired:
-                self._changed(conn, namespace, ns, "chunk_version", retired, retired, res)
-        return res
+    @staticmethod
+    def _vector_rowids(conn: psycopg.Connection, ns: int, rowids: list[int]) -> list[int]:
+        """Those of ``rowids`` that have a vector."""
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT chunk_rowid FROM vectors WHERE ns_id=%s AND chunk_rowid = ANY(%s)", (ns, rowids)
+            )
+        ]
+
+    @staticmethod
+    def _drop_emptied_document(conn: psycopg.Connection, ns: int, doc_id: str) -> None:
+        """Delete the document ``doc_id`` when it has no chunk left."""
+        conn.execute(
+            "DELETE FROM documents d WHERE ns_id=%s AND doc_id=%s AND NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)",
+            (ns, doc_id),
+        )
 
     @staticmethod
     def _delete_chunk_rows(conn: psycopg.Connection, ns: int, rowids: list[int]) -> None:
@@ -332,59 +334,6 @@ class _Writes(_Core):
         if unqueued:
             conn.execute("UPDATE namespace_stats SET n_pending = n_pending - %s WHERE ns_id=%s", (unqueued, ns))
         conn.execute("DELETE FROM chunks WHERE ns_id=%s AND id = ANY(%s)", (ns, rowids))  # vectors cascade
-
-    def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
-        """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
-        Returns the ids that were found."""
-        res = WriteResult()
-        found: list[str] = []
-        with self._wlock, self._conn() as conn, conn.transaction():
-            ns = self._lock_ns(conn, namespace, create=False)
-            if ns is None:
-                return found, res
-            removed_vecs: list[int] = []
-            removed_chunks: list[int] = []
-            # a hard delete removes every version of a memory (its retired ones are not reported)
-            db = Qmark(conn)
-            todo = [(i, True) for i in ids] + [(h, False) for i in ids for h in history_sql.history_ids(db, ns, i)]
-            for ident, report in todo:
-                rowids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND doc_id=%s", (ns, ident))]
-                is_doc = (
-                    bool(rowids)
-                    or conn.execute("SELECT 1 FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident)).fetchone()
-                    is not None
-                )
-                if not is_doc:
-                    rowids = [
-                        r[0] for r in conn.execute("SELECT id FROM chunks WHERE ns_id=%s AND chunk_id=%s", (ns, ident))
-                    ]
-                    if not rowids:
-                        continue
-                if rowids:
-                    removed_vecs += [
-                        r[0]
-                        for r in conn.execute(
-                            "SELECT chunk_rowid FROM vectors WHERE ns_id=%s AND chunk_rowid = ANY(%s)", (ns, rowids)
-                        )
-                    ]
-                removed_chunks += rowids
-                self._delete_chunk_rows(conn, ns, rowids)
-                if is_doc:
-                    conn.execute("DELETE FROM documents WHERE ns_id=%s AND doc_id=%s", (ns, ident))
-                else:
-                    doc = ident.rsplit("_p", 1)[0]
-                    conn.execute(  # the last chunk of a document went: the document goes too
-                        "DELETE FROM documents d WHERE ns_id=%s AND doc_id=%s AND NOT EXISTS "
-                        "(SELECT 1 FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id)",
-                        (ns, doc),
-                    )
-                if report:
-                    found.append(ident)
-            if removed_vecs:
-                self._changed(conn, namespace, ns, "vec_version", [], removed_vecs, res)
-            if removed_chunks:
-                self._changed(conn, namespace, ns, "chunk_version", [], removed_chunks, res)
-        return found, res
 
     def reindex_sparse(self) -> int:
         """Rebuild postings and BM25 statistics from chunk text (after a tokenizer change)."""
