@@ -4,19 +4,15 @@ to its document, the pending-count recount, and small SQL helpers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ..sql.common import DOC_JOIN as _DOC_JOIN
+from ..sql.common import now_text as _now
 
 __all__ = ["HNSW_EF_CONSTRUCTION", "HNSW_M", "PENDING_RECOUNT", "_DOC_JOIN", "_by_ids", "_now", "_one"]
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 #: every namespace's ``n_pending`` counted afresh (a reset of every vector)
