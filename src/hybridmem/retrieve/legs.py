@@ -2,7 +2,7 @@
 
 Three implementations satisfy it: :class:`~hybridmem.retrieve.local.LocalLegs` (in-process BM25
 postings and a dense index loaded from the store, kept in step through version counters and the
-store's change log), the PostgreSQL store's SQL legs (:class:`hybridmem.store.postgres.PostgresLegs`,
+store's change log), the PostgreSQL store's SQL legs (:class:`~hybridmem.retrieve.pg_legs.PostgresLegs`,
 BM25 and pgvector in the database), and :class:`ProcessBM25Legs` (PostgreSQL's dense leg with
 in-process BM25 postings). :func:`make_legs` picks one for a store; the searcher and the
 facade never ask which one they hold.
@@ -21,8 +21,9 @@ from typing import Protocol
 import numpy as np
 
 from ..filters import Filter
-from ..store.base import Allowed, Store, WriteResult
+from ..store.base import Allowed, Store, WriteResult, has_native_search
 from .local import LocalLegs
+from .pg_legs import PostgresLegs
 from .types import LegHit, QueryEncoder
 
 __all__ = ["Legs", "LegHit", "ProcessBM25Legs", "QueryEncoder", "make_legs"]
@@ -130,12 +131,12 @@ class ProcessBM25Legs:
 def make_legs(store: Store, executor: Executor, *, exact_threshold: int, hnsw_dtype: str = "f32") -> Legs:
     """The legs for ``store``: its own when it runs them (PostgreSQL; with ``bm25_leg="process"`` the
     BM25 leg over in-process postings), else in-process indexes."""
-    if store.capabilities.native_search:
+    if has_native_search(store):
         if hnsw_dtype != "f32":
             log.warning(
                 "hnsw_dtype %s applies to the embedded backend's graph; this store's own index is used", hnsw_dtype
             )
-        legs: Legs = store.search_legs()  # type: ignore[attr-defined]
+        legs: Legs = PostgresLegs(store)
         if store.capabilities.bm25_in_process:
             return ProcessBM25Legs(legs, LocalLegs(store, executor, exact_threshold=exact_threshold))
         return legs

@@ -12,7 +12,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 
@@ -21,6 +21,8 @@ from ..filters import Filter
 
 __all__ = [
     "Store",
+    "NativeSearchStore",
+    "has_native_search",
     "Capabilities",
     "SQLReader",
     "Allowed",
@@ -341,6 +343,34 @@ class Store(Protocol):
 
     def size_bytes(self) -> int: ...
     def close(self) -> None: ...
+
+
+class NativeSearchStore(Store, Protocol):
+    """A store that runs the legs in its own server (``capabilities.native_search``: PostgreSQL):
+    what ``hybridmem.retrieve.pg_legs.PostgresLegs`` asks of it. A filter is compiled once per
+    query (:meth:`compile_filter`) and the :class:`Allowed` it returns bounds every leg."""
+
+    #: below this many vectors a namespace is searched exactly
+    exact_threshold: int
+
+    def compile_filter(self, flt: Filter) -> Allowed: ...
+    def filter_rowids(
+        self, namespace: str, flt: Allowed | Filter | None, among: Iterable[int] | None = None
+    ) -> np.ndarray: ...
+    def search_sparse(
+        self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
+    ) -> list[tuple[int, float]]: ...
+    def search_dense(
+        self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
+    ) -> list[tuple[int, float]]: ...
+    def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]: ...
+    def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
+    def embedder_info_cached(self) -> tuple[str | None, int | None]: ...
+
+
+def has_native_search(store: Store) -> TypeGuard[NativeSearchStore]:
+    """True when ``store`` runs the legs in its own server (``capabilities.native_search``)."""
+    return store.capabilities.native_search
 
 
 def check_embedder(store: Store, name: str, dim: int) -> None:

@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from ...filters import Filter
@@ -31,7 +32,7 @@ from ..base import DOCUMENT_COLUMNS, SQLReader, document_record
 from . import history as history_sql
 from .filters import to_pg_sql, to_sql
 
-__all__ = ["Dialect", "SQLITE_DIALECT", "PG_DIALECT", "SQLReads", "DOC_JOIN", "as_json", "visible"]
+__all__ = ["Dialect", "SQLITE_DIALECT", "PG_DIALECT", "SQLReads", "DOC_JOIN", "as_json", "now_text", "visible"]
 
 #: a chunk's document, where its metadata is (the primary key of documents answers it)
 DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
@@ -84,6 +85,11 @@ PG_DIALECT = Dialect(
     ),
     turn=lambda col: f"({col} ->> 'turn')::numeric",
 )
+
+
+def now_text() -> str:
+    """Now, as the stores write ``created_at`` and ``updated_at``: ISO 8601, UTC, milliseconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def as_json(value: Any) -> Any:

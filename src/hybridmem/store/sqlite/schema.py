@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from ..sql.common import DOC_JOIN as _DOC_JOIN
+from ..sql.common import now_text as _now
 
 __all__ = [
     "EMBED_TEXT",
@@ -22,10 +22,6 @@ __all__ = [
     "_select_in",
     "_tokens",
 ]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _script(db: sqlite3.Connection, sql: str) -> None:

@@ -1,6 +1,6 @@
 """The class :class:`SQLiteStore`: opening a file (checks, read-only detection, migrations),
-composed from the parts of the store (core, files, reads, search, writes) and the reads shared
-with the PostgreSQL store (store/sql/common.py)."""
+composed from the parts of the store (core, files, reads, search, writes) and the reads and writes
+shared with the PostgreSQL store (store/sql/common.py, store/sql/writes.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ...errors import NotFoundError, StoreError
 from ...text.tokenize import TOKENIZER_VERSION
 from ..base import Capabilities
 from ..sql.common import SQLReads
+from ..sql.writes import SQLWrites
 from .files import _Files
 from .migrations import MIGRATIONS, SCHEMA_VERSION
 from .reads import _Reads
@@ -26,7 +27,7 @@ from .writes import _Writes
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(_Writes, _Reads, _Search, _Files, SQLReads):
+class SQLiteStore(_Writes, _Reads, _Search, _Files, SQLReads, SQLWrites):
     """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
 
     schema_version = SCHEMA_VERSION

@@ -1,16 +1,18 @@
 """The SQLite store's writes, each in one transaction: documents (their chunks, BM25 token rows,
-vectors kept or queued), deletes, vectors, retiring and restored times, re-tokenizing."""
+vectors kept or queued), vectors, re-tokenizing; and the steps of the deletes, retiring and
+restored times that store/sql/writes.py does for both SQL stores."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ...errors import NotFoundError, StoreError, ValidationError
+from ...errors import StoreError, ValidationError
 from ..base import META_JSON, PreparedDocument, WriteResult, plan_writes
 from ..sql import history as history_sql
 from ..sql.graph import delete_graph_provenance
@@ -72,7 +74,7 @@ class _Rows:
 
 
 class _Writes(_Core):
-    """Every write of the store."""
+    """The writes of the store but the shared ones (store/sql/writes.py)."""
 
     def write_documents(self, namespace: str, docs: Sequence[PreparedDocument]) -> WriteResult:
         """Insert or replace documents in one transaction. Chunks whose text did not change keep
@@ -195,6 +197,29 @@ class _Writes(_Core):
         """The rowid SQLite would give the next chunk (the largest one + 1), in the write transaction."""
         return int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
 
+    @contextmanager
+    def _namespace_write(self, namespace: str) -> Iterator[tuple[sqlite3.Connection, int | None]]:
+        """The write transaction of the shared writes (store/sql/writes.py) and the namespace's id."""
+        with self.write_transaction() as db:
+            yield db, self.namespace_id(namespace, db)
+
+    @staticmethod
+    def _vector_rowids(db: sqlite3.Connection, ns: int, rowids: list[int]) -> list[int]:
+        """Those of ``rowids`` that have a vector."""
+        q = ",".join("?" * len(rowids))
+        return [r[0] for r in db.execute(f"SELECT chunk_rowid FROM vectors WHERE chunk_rowid IN ({q})", rowids)]
+
+    @staticmethod
+    def _drop_emptied_document(db: sqlite3.Connection, ns: int, doc_id: str) -> None:
+        """Delete the document ``doc_id`` when it has no chunk left."""
+        doc_row = db.execute(
+            "SELECT doc_id FROM documents d WHERE ns_id=? AND NOT EXISTS "
+            "(SELECT 1 FROM chunks c WHERE c.ns_id=d.ns_id AND c.doc_id=d.doc_id) AND doc_id=?",
+            (ns, doc_id),
+        ).fetchone()
+        if doc_row:
+            db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_row[0]))
+
     @staticmethod
     def _delete_chunk_rows(db: sqlite3.Connection, ns: int, rowids: list[int]) -> None:
         """Delete chunks of namespace ``ns`` with their tokens, vectors, queue places and graph provenance."""
@@ -210,56 +235,6 @@ class _Writes(_Core):
             db.execute(f"DELETE FROM chunks WHERE id IN ({q})", part)
         if unqueued:
             db.execute("UPDATE namespaces SET n_pending = n_pending - ? WHERE id=?", (unqueued, ns))
-
-    def delete(self, namespace: str, ids: Sequence[str]) -> tuple[list[str], WriteResult]:
-        """Delete documents (by doc id) or single chunks (by chunk id) from every index at once.
-        Returns the ids that were found."""
-        res = WriteResult()
-        found: list[str] = []
-        with self.write_transaction() as db:
-            ns = self.namespace_id(namespace, db)
-            if ns is None:
-                return found, res
-            removed_vecs: list[int] = []
-            removed_chunks: list[int] = []
-            # a hard delete removes every version of a memory (its retired ones are not reported)
-            todo = [(i, True) for i in ids] + [(h, False) for i in ids for h in history_sql.history_ids(db, ns, i)]
-            for ident, report in todo:
-                rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchall()
-                is_doc = (
-                    bool(rows)
-                    or db.execute("SELECT 1 FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident)).fetchone()
-                    is not None
-                )
-                if not is_doc:
-                    rows = db.execute("SELECT id FROM chunks WHERE ns_id=? AND chunk_id=?", (ns, ident)).fetchall()
-                    if not rows:
-                        continue
-                rowids = [r[0] for r in rows]
-                if rowids:
-                    q = ",".join("?" * len(rowids))
-                    removed_vecs += [
-                        r[0] for r in db.execute(f"SELECT chunk_rowid FROM vectors WHERE chunk_rowid IN ({q})", rowids)
-                    ]
-                removed_chunks += rowids
-                self._delete_chunk_rows(db, ns, rowids)
-                if is_doc:
-                    db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, ident))
-                else:
-                    doc_row = db.execute(
-                        "SELECT doc_id FROM documents d WHERE ns_id=? AND NOT EXISTS "
-                        "(SELECT 1 FROM chunks c WHERE c.ns_id=d.ns_id AND c.doc_id=d.doc_id) AND doc_id=?",
-                        (ns, ident.rsplit("_p", 1)[0]),
-                    ).fetchone()
-                    if doc_row:  # the last chunk of a document went: the document goes too
-                        db.execute("DELETE FROM documents WHERE ns_id=? AND doc_id=?", (ns, doc_row[0]))
-                if report:
-                    found.append(ident)
-            if removed_vecs:
-                self._changed(db, namespace, ns, "vec_version", [], removed_vecs, res)
-            if removed_chunks:
-                self._changed(db, namespace, ns, "chunk_version", [], removed_chunks, res)
-        return found, res
 
     def reindex_sparse(self) -> int:
         """Rebuild every BM25 table from chunk text (after a tokenizer change)."""
@@ -311,27 +286,4 @@ class _Writes(_Core):
             names = dict(db.execute("SELECT id, name FROM namespaces").fetchall())
             for ns, rids in by_ns.items():
                 self._changed(db, names[ns], ns, "vec_version", rids, [], res)
-        return res
-
-    def retire(self, namespace: str, doc_id: str, reason: str | None) -> WriteResult:
-        """A soft delete: the memory's current version stops being current now, and stays in its
-        history (``as_of`` before now still sees it). NotFoundError when there is none."""
-        res = WriteResult()
-        with self.write_transaction() as db:
-            ns = self.namespace_id(namespace, db)
-            retired = None if ns is None else history_sql.retire(db, ns, doc_id, history_sql.now_epoch(), reason)
-            if ns is None or retired is None:
-                raise NotFoundError(f"no memory {doc_id!r} in namespace {namespace!r}")
-            acc = _Changes(retired=retired[1])
-            self._log_changes(db, namespace, ns, acc, res)
-        return res
-
-    def restore_times(self, namespace: str, rows: dict[str, tuple[Any, ...]]) -> WriteResult:
-        """Copied documents get the source's times and versions (``migrate``), in one transaction."""
-        res = WriteResult()
-        with self.write_transaction() as db:
-            ns = self.namespace_id(namespace, db)
-            if ns is None:
-                raise NotFoundError(f"no namespace {namespace!r}")
-            self._log_changes(db, namespace, ns, _Changes(retired=history_sql.restore_times(db, ns, rows)), res)
         return res
