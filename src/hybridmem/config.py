@@ -15,6 +15,8 @@ DEFAULT_EMBEDDER = "e5"
 # query contract defaults
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 1000
+#: memories per page of Memory.list and GET /v1/memories
+MAX_LIST_LIMIT = 1000
 #: neighbouring turns a context_window may ask for on each side, and ids in one scope list
 MAX_CONTEXT_TURNS = 20
 MAX_SCOPE_VALUES = 256

@@ -11,8 +11,10 @@ from . import conflicts, conversation
 from .conversation import check_scopes
 from .errors import NotFoundError, ValidationError
 from .ingest import check_id
-from .models import IngestReport, MemoryDecision
+from .models import IngestReport, MemoryDecision, MemoryPage
 from .retrieve.legs import Legs
+from .retrieve.listing import list_page, list_request
+from .retrieve.search import Searcher
 from .store.base import version_record
 
 __all__ = ["AgentMethods"]
@@ -23,11 +25,13 @@ class _Host(conflicts.Writes, conversation.Writes, Protocol):
 
     @property
     def legs(self) -> Legs: ...
+    @property
+    def searcher(self) -> Searcher: ...
     def _ns(self, namespace: str | None) -> str: ...
 
 
 class AgentMethods:
-    """``remember``, ``add_messages``, ``supersede``, ``forget`` and ``history`` of ``Memory``."""
+    """``remember``, ``add_messages``, ``supersede``, ``forget``, ``history`` and ``list`` of ``Memory``."""
 
     def remember(
         self: _Host,
@@ -116,3 +120,14 @@ class AgentMethods:
             rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
             out.append(rec)
         return out
+
+    def list(
+        self: _Host, cursor: str | None = None, limit: int = 100, *, namespace: str | None = None, **fields: Any
+    ) -> MemoryPage:
+        """A page of the memories themselves, no ranking: ``limit`` (1-1,000) after ``cursor`` (the
+        previous page's ``next_cursor``; None when it was the last). ``fields``: ``user_id``,
+        ``agent_id``, ``session_id``, ``metadata_filter``, ``time_range``, ``as_of``,
+        ``include_superseded`` (as a query's), ``order`` (``recorded_at``, ``occurred_at`` or ``id``)
+        and ``descending``. Exact under concurrent writes (:mod:`hybridmem.retrieve.listing`)."""
+        req = list_request({"cursor": cursor, "limit": limit, "namespace": namespace, **fields})
+        return list_page(self.searcher, req, self._ns(req.namespace))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .models import Answer, Document, IngestReport, QueryRequest, QueryResponse
+from .models import Answer, Document, IngestReport, MemoryPage, QueryRequest, QueryResponse
 
 __all__ = ["AsyncMethods"]
 
@@ -34,6 +34,8 @@ class _Sync(Protocol):
     def update(self) -> Callable[..., IngestReport]: ...
     @property
     def delete(self) -> Callable[..., list[str]]: ...
+    @property
+    def list(self) -> Callable[..., MemoryPage]: ...
 
 
 class AsyncMethods:
@@ -57,3 +59,6 @@ class AsyncMethods:
 
     async def adelete(self: _Sync, ids: str | Sequence[str], **kwargs: Any) -> list[str]:
         return await _to_thread(self.delete, ids, **kwargs)
+
+    async def alist(self: _Sync, cursor: str | None = None, limit: int = 100, **kwargs: Any) -> MemoryPage:
+        return await _to_thread(self.list, cursor, limit, **kwargs)

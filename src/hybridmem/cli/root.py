@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ask": ("search", "Answer a question from the memory, citing the chunks used as [chunk_id]."),
     "delete": ("admin", "Delete documents or single chunks from every index, in one transaction."),
     "get": ("admin", "Print one stored document (metadata and chunks) as JSON."),
+    "list": ("listing", "List the stored memories in order, page by page (no ranking); --all walks every page."),
     "history": (
         "admin",
         "Every version of a memory, oldest first: when it occurred, was recorded and stopped being current, and why.",

@@ -14,6 +14,8 @@ from .requests import (
     ContextWindow,
     Fusion,
     HybridParams,
+    ListOrder,
+    ListRequest,
     MetadataFilter,
     Mode,
     Namespace,
@@ -28,7 +30,17 @@ from .requests import (
     check_fusion,
     check_hnsw_dtype,
 )
-from .responses import Answer, Citation, LanguageReport, LegReport, LLMCall, QueryResponse, QueryResult, Usage
+from .responses import (
+    Answer,
+    Citation,
+    LanguageReport,
+    LegReport,
+    LLMCall,
+    MemoryPage,
+    QueryResponse,
+    QueryResult,
+    Usage,
+)
 
 __all__ = [
     "check_fusion",
@@ -43,6 +55,9 @@ __all__ = [
     "HybridParams",
     "IngestReport",
     "LLMCall",
+    "ListOrder",
+    "ListRequest",
+    "MemoryPage",
     "LanguageReport",
     "LegReport",
     "MODES",

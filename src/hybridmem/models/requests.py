@@ -210,6 +210,19 @@ class ScopeFields(RequestModel):
             raise ValueError("ids are 1-512 characters, without NUL")
         return v
 
+    @field_validator("as_of", "now")
+    @classmethod
+    def _a_time(cls, v: Any, info: Any) -> Any:
+        t = request_time(v, info.field_name, named=True)
+        if info.field_name == "as_of" and t is not None and t > time.time() + 1:
+            raise ValueError(f"as_of ({v}) is in the future: the memory cannot be known as of then")
+        return v
+
+    def time_bounds(self) -> tuple[float | None, float | None, float | None, float | None]:
+        """(time_range from, to, as_of, now) as epoch seconds (validated already)."""
+        a, b = self.time_range.bounds() if self.time_range is not None else (None, None)
+        return a, b, request_time(self.as_of, "as_of"), request_time(self.now, "now")
+
 
 #: the names of :class:`ScopeFields` (a question passes them on to its retrieval)
 SCOPE_FIELDS = frozenset(ScopeFields.model_fields)
@@ -231,19 +244,6 @@ class QueryRequest(ScopeFields):
     rerank: bool = Field(False, strict=True)
     #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
     reranker: RerankerChoice | None = None
-
-    @field_validator("as_of", "now")
-    @classmethod
-    def _a_time(cls, v: Any, info: Any) -> Any:
-        t = request_time(v, info.field_name, named=True)
-        if info.field_name == "as_of" and t is not None and t > time.time() + 1:
-            raise ValueError(f"as_of ({v}) is in the future: the memory cannot be known as of then")
-        return v
-
-    def time_bounds(self) -> tuple[float | None, float | None, float | None, float | None]:
-        """(time_range from, to, as_of, now) as epoch seconds (validated already)."""
-        a, b = self.time_range.bounds() if self.time_range is not None else (None, None)
-        return a, b, request_time(self.as_of, "as_of"), request_time(self.now, "now")
 
     @field_validator("search_text")
     @classmethod
@@ -286,6 +286,23 @@ class QueryRequest(ScopeFields):
     @property
     def wants_rerank(self) -> bool:
         return self.rerank or self.mode == "rerank"
+
+
+ListOrder = Literal["recorded_at", "occurred_at", "id"]
+
+
+class ListRequest(ScopeFields):
+    """A page of the memories themselves (no ranking): the scopes, times and metadata filter of a
+    query, an order, and the opaque cursor the previous page gave (``next_cursor``)."""
+
+    namespace: Namespace = None
+    metadata_filter: MetadataFilter
+    cursor: str | None = Field(None, min_length=1, max_length=2048)
+    limit: int = Field(100, ge=1, le=config.MAX_LIST_LIMIT, strict=True)
+    #: ``recorded_at`` (when the memory was first written: an update does not move it), ``occurred_at``
+    #: (when it happened; none sorts first; an update that changes it moves the memory) or ``id``
+    order: ListOrder = "recorded_at"
+    descending: bool = Field(False, strict=True)
 
 
 class AnswerRequest(ScopeFields):

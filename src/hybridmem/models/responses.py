@@ -172,3 +172,18 @@ class Answer(BaseModel):
     results: list[QueryResult] = Field(default_factory=list)
     namespace: str = config.DEFAULT_NAMESPACE
     took_ms: float = 0.0
+
+
+class MemoryPage(BaseModel):
+    """A page of ``Memory.list``: the memories in order (each as ``Memory.get`` gives it), and the
+    cursor of the next page (None: this was the last)."""
+
+    namespace: str
+    memories: list[dict[str, Any]] = Field(default_factory=list)
+    count: int = 0
+    next_cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _count(self) -> MemoryPage:
+        self.count = len(self.memories)
+        return self

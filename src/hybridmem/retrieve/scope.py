@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..filters import And, Cond, Filter, Or, Sys
-from ..models import QueryRequest, QueryResult
+from ..models import QueryRequest, QueryResult, ScopeFields
 from ..store.base import ChunkRow, Store, iso_time
 from ..text.tokenize import tokenize
 from ..timeexpr import TIME_WORDS, TimeMention, find_time_expressions
@@ -56,7 +56,7 @@ def combine(*parts: Filter | None) -> Filter | None:
     return kept[0] if len(kept) == 1 else And(tuple(kept))
 
 
-def _scope_conditions(req: QueryRequest) -> list[tuple[str, Filter]]:
+def _scope_conditions(req: ScopeFields) -> list[tuple[str, Filter]]:
     out: list[tuple[str, Filter]] = []
     if req.session_id is not None:
         ids = [req.session_id] if isinstance(req.session_id, str) else list(dict.fromkeys(req.session_id))
@@ -81,7 +81,7 @@ def check_scopes(req: QueryRequest, store: Store, namespace: str) -> None:
             raise ValidationError(f"no memory in namespace {namespace!r} has this {field}", field=field)
 
 
-def scope_filter(req: QueryRequest, store: Store, namespace: str) -> Filter | None:
+def scope_filter(req: ScopeFields, store: Store, namespace: str) -> Filter | None:
     """The request's scopes and times as one filter (None when it has none); see check_scopes."""
     parts: list[Filter] = [cond for _, cond in _scope_conditions(req)]
     start, end, as_of, _ = req.time_bounds()

@@ -34,6 +34,15 @@ from .filters import to_pg_sql, to_sql
 
 __all__ = ["Dialect", "SQLITE_DIALECT", "PG_DIALECT", "SQLReads", "DOC_JOIN", "as_json", "now_text", "visible"]
 
+#: the sort key of each order of ``list_documents``: ``recorded_at`` is when the memory was first
+#: recorded (its ``created_at``, which its later versions keep: an update does not move it in a
+#: walk); a memory with no occurred_at sorts first
+_LIST_KEYS = {
+    "recorded_at": "d.created_at",
+    "occurred_at": "COALESCE(d.occurred_at, 0)",
+    "id": "d.doc_id",
+}
+
 #: a chunk's document, where its metadata is (the primary key of documents answers it)
 DOC_JOIN = "JOIN documents d ON d.ns_id = c.ns_id AND d.doc_id = c.doc_id"
 
@@ -241,6 +250,54 @@ class SQLReads:
         with self._reading() as db:
             t = db.execute(sql, [ns, *params]).fetchone()[0]
         return None if t is None else float(t)
+
+    def list_documents(
+        self: _Reading,
+        namespace: str,
+        flt: Filter | None,
+        order: str,
+        descending: bool,
+        after: tuple[Any, str] | None,
+        limit: int,
+    ) -> list[tuple[Any, dict[str, Any]]]:
+        """Up to ``limit`` documents that pass ``flt``, in ``order`` (``recorded_at``, ``occurred_at``
+        or ``id``; ties by id), after the keyset position ``after`` (a previous page's last (key,
+        id)): each as (its key, ``get_document``'s record). One statement, so one snapshot; a page
+        starts where the last ended whatever was written or deleted between them."""
+        ns = self.namespace_id(namespace)
+        if ns is None or limit <= 0:
+            return []
+        m, key = self.dialect.mark, _LIST_KEYS[order]
+        where, params = self.dialect.to_sql(flt, "d.metadata")
+        cmp, direction = ("<", "DESC") if descending else (">", "ASC")
+        if after is None:
+            keyset, kparams = "", []
+        elif order == "id":
+            keyset, kparams = f" AND d.doc_id {cmp} {m}", [after[1]]
+        else:
+            keyset = f" AND ({key} {cmp} {m} OR ({key} = {m} AND d.doc_id {cmp} {m}))"
+            kparams = [after[0], after[0], after[1]]
+        page = (
+            f"SELECT {', '.join('d.' + c.strip() for c in DOCUMENT_COLUMNS.split(','))}, {key} AS list_key "
+            f"FROM documents d WHERE d.ns_id = {m} AND {where}{keyset} "
+            f"ORDER BY {key} {direction}, d.doc_id {direction} LIMIT {m}"
+        )
+        sql = (
+            f"SELECT p.*, c.chunk_id, c.text FROM ({page}) p LEFT JOIN chunks c ON c.ns_id = {m} AND c.doc_id = p.doc_id "
+            f"ORDER BY p.list_key {direction}, p.doc_id {direction}, c.ord"
+        )
+        with self._reading() as db:
+            rows = db.execute(sql, [ns, *params, *kparams, limit, ns]).fetchall()
+        n = len(DOCUMENT_COLUMNS.split(","))
+        out: list[tuple[Any, Any]] = []  # (key, the document's row), in order
+        chunks: dict[str, list[tuple[str, str]]] = {}
+        for r in rows:
+            if r[0] not in chunks:
+                chunks[r[0]] = []
+                out.append((r[n], r))
+            if r[n + 1] is not None:
+                chunks[r[0]].append((r[n + 1], r[n + 2]))
+        return [(k, document_record(r, as_json(r[2]), chunks[r[0]])) for k, r in out]
 
     def recent(self: _Reading, namespace: str, flt: Filter | None, k: int) -> list[tuple[int, float]]:
         """Top-k (rowid, occurred_at) of the allowed chunks, newest first (the recency leg)."""
