@@ -45,7 +45,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# fuzz first: it imports hybridmem (from PYTHONPATH when set) before latency.py puts ROOT/src in front
+# hybridmem comes in through bench.fuzz first: from PYTHONPATH when set, this checkout's src/ otherwise
 from bench._common import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
 from bench.fuzz import Postgres, Serve, code_info  # noqa: E402
 from bench.load import pct  # noqa: E402
