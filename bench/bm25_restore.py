@@ -1,9 +1,9 @@
 """Cold start of the BM25 leg: loading the postings from the store vs reading the saved snapshot (issue 18).
 
-    python -m bench bm25_restore                      # 1,000,000 chunks (bench/latency.py's corpus)
+    python -m bench bm25_restore                      # 1,000,000 chunks (bench/_common.py's corpus)
     python -m bench bm25_restore --n 200000
 
-One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, ``add_documents``
+One process writes ``--n`` synthetic chunks (bench/_common.py's incident notes, ``add_documents``
 1,000 a call, no vectors), runs one BM25 query (which loads the postings from the store and saves
 them beside it, ``<db>.bm25/``) and closes. Then fresh processes, alternating, each open the store
 and time their first BM25 query: with the snapshot (read back, checked against a sample of the

@@ -10,7 +10,7 @@ Two corpora, tokenized as ingest does (language detected per chunk, ``index_toke
 token strings under ``--cache`` (tokenizing 1M chunks takes ~4 min), loaded with
 ``SparseIndex.load`` as a process opening a store does:
 
-- ``synthetic``: bench/latency.py's incident notes (the corpus of bench/scaling.py: ~260 words drawn
+- ``synthetic``: bench/_common.py's incident notes (the corpus of bench/scaling.py: ~260 words drawn
   uniformly, so every query word is in ~8 % of the chunks) with its queries: ~500k postings a query
   at 1M chunks.
 - ``packages``: real text nobody here wrote: the ``.py``/``.md``/``.rst``/``.txt`` files, READMEs and

@@ -7,7 +7,7 @@ its RSS, and the latency of the queries after (issue 18).
     python -m bench cold_start --keep 1M.db --kinds mapped,mapped-before --kernel-before OLD.so   # two kernels
     python -m bench cold_start --keep BIG.db --mode bm25 --kinds mapped   # before the graph: BM25 alone
 
-One process writes ``--n`` synthetic chunks (bench/latency.py's incident notes, look-up vectors:
+One process writes ``--n`` synthetic chunks (bench/_common.py's incident notes, look-up vectors:
 no model time), stores their vectors, runs a BM25 query (the postings are saved beside the store)
 and waits for the HNSW graph (built and saved with its vectors, ``<db>.hnsw/``). Then fresh
 processes, alternating, open the store and time their first hybrid query (BM25 + dense, the dense

@@ -69,8 +69,12 @@ from hypothesis import seed as hseed
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
-# appended, not inserted: ``PYTHONPATH=<checkout>/src python -m bench fuzz`` tests another checkout (the
-# server process inherits PYTHONPATH too)
+# ``PYTHONPATH=<checkout>/src python -m bench fuzz`` tests another checkout (the server process inherits
+# PYTHONPATH too): importing bench put this checkout's src/ first, so with PYTHONPATH set it goes last
+_SRC = str(ROOT / "src")
+if os.environ.get("PYTHONPATH") and _SRC in sys.path:
+    sys.path.remove(_SRC)
+    sys.path.append(_SRC)
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hybridmem import config as hm_config  # noqa: E402

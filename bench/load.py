@@ -4,7 +4,7 @@
     python -m bench load --chunks 2000 --seconds 10       # quick
     python -m bench load --url http://host:8080 --key K   # against a server you run yourself
 
-The store is the synthetic technical corpus of ``bench/latency.py`` (incident notes with identifiers,
+The store is the synthetic technical corpus of ``bench/_common.py`` (incident notes with identifiers,
 metadata environment/service/severity), embedded with the fast ``use`` embedder (this measures the
 service, not the model), built once and cached in ``.bench-cache/load/``. The server runs in its own
 process (``hybridmem serve``, with an API key) so the load generator does not share its GIL.

@@ -617,7 +617,6 @@ def main() -> None:
     if a.report:
         print_report(json.loads(a.report.read_text()))
         return
-    sys.path.insert(0, str(ROOT / "src"))
     res = run(a)
     day = datetime.now(timezone.utc).date().isoformat()
     # a partial run (--limit) is a development run: kept out of bench/results unless --out says otherwise

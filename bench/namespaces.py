@@ -4,7 +4,7 @@ backends (docs/scaling.md: the premise of distributing by namespace).
     python -m bench namespaces                                   # 100 chunks a namespace, 1 and 1,000, both backends
     python -m bench namespaces --per-ns 500 --counts 1,100,1000 --backends sqlite
 
-Corpus, queries and vectors are bench/pg_scaling.py's (bench/latency.py's synthetic incident notes,
+Corpus, queries and vectors are bench/pg_scaling.py's (bench/_common.py's synthetic incident notes,
 ``bag:384`` vectors: no model runs). Each store holds ``count`` namespaces of ``per_ns`` chunks each;
 the queries go to a few of them (every namespace holds the same documents, so the same query asks
 the same of each). Measured per (backend, count): ingest chunks/s (vectors included; on PostgreSQL with the HNSW index

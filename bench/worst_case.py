@@ -48,7 +48,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# fuzz first: it imports hybridmem (from PYTHONPATH when set) before latency.py puts ROOT/src in front
+# hybridmem comes in through bench.fuzz first: from PYTHONPATH when set, this checkout's src/ otherwise
 from bench._common import make_corpus, make_queries  # noqa: E402
 from bench.fuzz import Postgres, Serve, code_info, proc_cpu_s, proc_rss_kb  # noqa: E402
 from bench.load import pct  # noqa: E402
