@@ -265,6 +265,12 @@ ALTER TABLE namespaces DROP COLUMN IF EXISTS n_pending
 
 
 #: the migrations in order; index i upgrades schema version i to i + 1
+def index_listing_order(conn: psycopg.Connection) -> None:
+    """9: Memory.list's default order (when each memory was first recorded, then its id) read from
+    an index: a page is a range scan after the cursor, not a sort of the namespace."""
+    _run(conn, "CREATE INDEX IF NOT EXISTS documents_by_created ON documents (ns_id, created_at, doc_id)")
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (
     create_tables,
     metadata_per_document,
@@ -274,6 +280,7 @@ MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (
     key_by_namespace,
     add_pending_counts,
     move_counters_to_namespace_stats,
+    index_listing_order,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -275,8 +275,7 @@ class SQLReads:
         elif order == "id":
             keyset, kparams = f" AND d.doc_id {cmp} {m}", [after[1]]
         else:
-            keyset = f" AND ({key} {cmp} {m} OR ({key} = {m} AND d.doc_id {cmp} {m}))"
-            kparams = [after[0], after[0], after[1]]
+            keyset, kparams = f" AND ({key}, d.doc_id) {cmp} ({m}, {m})", [after[0], after[1]]
         page = (
             f"SELECT {', '.join('d.' + c.strip() for c in DOCUMENT_COLUMNS.split(','))}, {key} AS list_key "
             f"FROM documents d WHERE d.ns_id = {m} AND {where}{keyset} "

@@ -172,7 +172,8 @@ class _Core(changelog_sql.ChangeLogReads):
 
         def _raise_full(self, e: BaseException | None) -> None:
             cause = e.__cause__ if isinstance(e, StoreError) else e
-            if isinstance(cause, sqlite3.OperationalError) and cause.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL:
+            code = getattr(cause, "sqlite_errorcode", 0)  # 0: raised by hand, not by SQLite
+            if isinstance(cause, sqlite3.OperationalError) and code & 0xFF == sqlite3.SQLITE_FULL:
                 where = getattr(self.store, "path", "the store")
                 msg = f"write to {where} refused: the disk or the store's size limit is full ({cause}); nothing of it was kept"
                 if self.store is not None:

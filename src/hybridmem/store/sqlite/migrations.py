@@ -185,6 +185,12 @@ def add_pending_counts(db: sqlite3.Connection) -> None:
     db.execute(PENDING_RECOUNT)
 
 
+def index_listing_order(db: sqlite3.Connection) -> None:
+    # Memory.list's default order (when each memory was first recorded, then its id) read from an
+    # index: a page is a range scan after the cursor, not a sort of the namespace
+    db.execute("CREATE INDEX IF NOT EXISTS documents_by_created ON documents(ns_id, created_at, doc_id)")
+
+
 #: the schema migrations in order; index i upgrades user_version i to i + 1
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     create_tables,
@@ -197,5 +203,6 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     move_tokens_out_of_fts5,
     key_graph_provenance_by_namespace,
     add_pending_counts,
+    index_listing_order,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
