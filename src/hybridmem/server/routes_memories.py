@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError
 from ..models import Document, Namespace, RequestModel
 from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
 
@@ -79,10 +79,7 @@ def register(app: FastAPI, d: Deps) -> None:
     async def add_memories(body: MemoriesRequest, p: Caller) -> WriteReport:
         """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
         ns = p.namespace(body.namespace)
-        if len(body.memories) > d.cfg.max_batch:
-            raise ValidationError(
-                f"at most {d.cfg.max_batch} memories per request, got {len(body.memories)}", field="memories"
-            )
+        d.check_batch(len(body.memories), "memories")
         docs = [Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source) for m in body.memories]
         return written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
 
