@@ -16,6 +16,7 @@ import pytest
 from hybridmem import Memory
 from hybridmem.errors import NotFoundError, ValidationError
 from hybridmem.graph import plot as gplot
+from hybridmem.graph import plot_select
 from hybridmem.graph.communities import detect_communities, undirected_weights
 from hybridmem.graph.extract import ChunkInput, LLMExtractor, RuleExtractor, entity_key
 from hybridmem.graph.store import GraphData, StoredCommunity
@@ -287,7 +288,7 @@ def test_plot_communities_mode_draws_the_most_central_members(big) -> None:
 
 def test_plot_neighbourhood_mode(big) -> None:
     data, comms = big
-    adj = gplot._adjacency(data)
+    adj = plot_select._adjacency(data)
     one = gplot.select(data, comms, entity="ent-7", hops=1, max_nodes=200)
     assert one.centre == 7 and one.mode == "neighbourhood"
     assert set(one.nodes) == {7} | set(adj[7])  # every neighbour, nothing further

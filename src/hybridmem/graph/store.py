@@ -48,6 +48,14 @@ class StoredCommunity:
     summarized_at: str | None
 
 
+def _optional(sql: str, params: list[Any], clause: str, value: Any) -> tuple[str, list[Any]]:
+    """``sql`` and ``params`` with ``clause`` (one placeholder) and ``value`` appended when ``value``
+    is not None: a query's optional limit or condition."""
+    if value is None:
+        return sql, params
+    return sql + clause, [*params, value]
+
+
 class GraphStore:
     """Graph persistence over a store's public graph access (``reader``, ``write_transaction``,
     ``namespace_id``, ``snapshot``): the same file or database, the same writer lock."""
@@ -68,10 +76,7 @@ class GraphStore:
             "SELECT c.id, c.chunk_id, c.text FROM chunks c WHERE c.ns_id=? AND NOT EXISTS "
             "(SELECT 1 FROM graph_chunks g WHERE g.ns_id = c.ns_id AND g.chunk_rowid = c.id) ORDER BY c.id"
         )
-        params: list[Any] = [ns]
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        sql, params = _optional(sql, [ns], " LIMIT ?", limit)
         return [ChunkInput(r, cid, t) for r, cid, t in self.store.reader.execute(sql, params)]
 
     def pending_count(self, namespace: str) -> int:
@@ -322,10 +327,7 @@ class GraphStore:
             "SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, importance, "
             "summary_model, summarized_at FROM graph_communities WHERE ns_id=?"
         )
-        params: list[Any] = [ns]
-        if level is not None:
-            sql += " AND level=?"
-            params.append(level)
+        sql, params = _optional(sql, [ns], " AND level=?", level)
         sql += " ORDER BY level, importance DESC, community_id"
         return [
             StoredCommunity(r[0], r[1], r[2], json.loads(r[3]), r[4], r[5], r[6], json.loads(r[7]), r[8], r[9], r[10])

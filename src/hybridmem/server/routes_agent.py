@@ -130,10 +130,7 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
     async def add_messages(body: MessagesRequest, p: Caller) -> MessagesReport:
         """Store chat messages as memories of a session, turns numbered after its last one."""
         ns = p.namespace(body.namespace)
-        if len(body.messages) > d.cfg.max_batch:
-            raise ValidationError(
-                f"at most {d.cfg.max_batch} messages per request, got {len(body.messages)}", field="messages"
-            )
+        d.check_batch(len(body.messages), "messages")
         msgs = [m.model_dump(exclude_none=True) for m in body.messages]  # the core checks them again
         scope = {"session_id": body.session_id, "user_id": body.user_id, "agent_id": body.agent_id}
         try:

@@ -39,8 +39,7 @@ def register(app: FastAPI, d: Deps) -> None:
         """Upload files; each becomes a document (JSON/JSONL: one per record), chunked and indexed.
         The id defaults to the file name without its suffix; binary files are skipped and listed."""
         ns = p.namespace(namespace)
-        if len(files) > d.cfg.max_batch:
-            raise ValidationError(f"at most {d.cfg.max_batch} files per request, got {len(files)}", field="files")
+        d.check_batch(len(files), "files")
         if id is not None and len(files) != 1:
             raise ValidationError("an id needs exactly one file", field="id")
         meta = _form_metadata(metadata)

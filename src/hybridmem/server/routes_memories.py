@@ -81,52 +81,11 @@ def register(app: FastAPI, d: Deps) -> None:
     async def add_memories(body: MemoriesRequest, p: Caller) -> WriteReport:
         """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
         ns = p.namespace(body.namespace)
-        if len(body.memories) > d.cfg.max_batch:
-            raise ValidationError(
-                f"at most {d.cfg.max_batch} memories per request, got {len(body.memories)}", field="memories"
-            )
+        d.check_batch(len(body.memories), "memories")
         docs = [Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source) for m in body.memories]
         return written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
 
-    @app.get(
-        "/v1/memories",
-        response_model=MemoryPage,
-        tags=["memories"],
-        responses=error_responses(401, 403, 422, 504),
-    )
-    async def list_memories(
-        p: Caller,
-        namespace: NamespaceQuery = None,
-        cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
-        limit: Annotated[int, Query(ge=1, le=config.MAX_LIST_LIMIT)] = 100,
-        order: Annotated[ListOrder, Query()] = "recorded_at",
-        descending: bool = False,
-        user_id: Annotated[str | None, Query(max_length=512)] = None,
-        agent_id: Annotated[str | None, Query(max_length=512)] = None,
-        session_id: Annotated[str | None, Query(max_length=512)] = None,
-        as_of: Annotated[str | None, Query(max_length=64, description="ISO 8601 or epoch seconds")] = None,
-        include_superseded: bool = False,
-        filter: Annotated[
-            str | None, Query(max_length=config.MAX_QUERY_CHARS, description="metadata filter, JSON")
-        ] = None,
-    ) -> MemoryPage:
-        """A page of the namespace's memories in order, no ranking, and the cursor of the next page
-        (``next_cursor``; null on the last). Exact under concurrent writes; a cursor of another
-        namespace, filter or order, or altered, is a 422 naming ``cursor``."""
-        ns = p.namespace(namespace)
-        fields: dict[str, Any] = {"order": order, "descending": descending, "include_superseded": include_superseded}
-        fields.update(
-            {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("session_id", session_id)) if v}
-        )
-        if as_of is not None:
-            fields["as_of"] = float(as_of) if _is_number(as_of) else as_of
-        if filter is not None:
-            try:
-                fields["metadata_filter"] = json.loads(filter)
-            except json.JSONDecodeError as e:
-                raise ValidationError(f"not JSON: {e.msg} at column {e.colno}", field="filter") from None
-        page: MemoryPage = await d.runner(d.memory().list, cursor, limit, namespace=ns, **fields)
-        return page
+    _register_list(app, d)  # before /v1/memories/{doc_id}: the same prefix
 
     @app.get(
         "/v1/memories/{doc_id:path}",
@@ -170,6 +129,50 @@ def register(app: FastAPI, d: Deps) -> None:
         if not found:
             raise NotFoundError(f"no document or chunk {doc_id!r} in namespace {ns!r}")
         return DeleteReport(deleted=found, namespace=ns)
+
+
+def _register_list(app: FastAPI, d: Deps) -> None:
+    """``GET /v1/memories``: a page of the memories in order, and the cursor of the next."""
+
+    @app.get(
+        "/v1/memories",
+        response_model=MemoryPage,
+        tags=["memories"],
+        responses=error_responses(401, 403, 422, 504),
+    )
+    async def list_memories(
+        p: Caller,
+        namespace: NamespaceQuery = None,
+        cursor: Annotated[str | None, Query(max_length=2048, description="next_cursor of the previous page")] = None,
+        limit: Annotated[int, Query(ge=1, le=config.MAX_LIST_LIMIT)] = 100,
+        order: Annotated[ListOrder, Query()] = "recorded_at",
+        descending: bool = False,
+        user_id: Annotated[str | None, Query(max_length=512)] = None,
+        agent_id: Annotated[str | None, Query(max_length=512)] = None,
+        session_id: Annotated[str | None, Query(max_length=512)] = None,
+        as_of: Annotated[str | None, Query(max_length=64, description="ISO 8601 or epoch seconds")] = None,
+        include_superseded: bool = False,
+        filter: Annotated[
+            str | None, Query(max_length=config.MAX_QUERY_CHARS, description="metadata filter, JSON")
+        ] = None,
+    ) -> MemoryPage:
+        """A page of the namespace's memories in order, no ranking, and the cursor of the next page
+        (``next_cursor``; null on the last). Exact under concurrent writes; a cursor of another
+        namespace, filter or order, or altered, is a 422 naming ``cursor``."""
+        ns = p.namespace(namespace)
+        fields: dict[str, Any] = {"order": order, "descending": descending, "include_superseded": include_superseded}
+        fields.update(
+            {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("session_id", session_id)) if v}
+        )
+        if as_of is not None:
+            fields["as_of"] = float(as_of) if _is_number(as_of) else as_of
+        if filter is not None:
+            try:
+                fields["metadata_filter"] = json.loads(filter)
+            except json.JSONDecodeError as e:
+                raise ValidationError(f"not JSON: {e.msg} at column {e.colno}", field="filter") from None
+        page: MemoryPage = await d.runner(d.memory().list, cursor, limit, namespace=ns, **fields)
+        return page
 
 
 def _is_number(text: str) -> bool:

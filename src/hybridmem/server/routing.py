@@ -121,6 +121,11 @@ class Deps:
             raise StoreBusyError("the memory is not open yet")
         return mem
 
+    def check_batch(self, n: int, what: str) -> None:
+        """At most ``max_batch`` items (``what``: memories, messages, files) in one request."""
+        if n > self.cfg.max_batch:
+            raise ValidationError(f"at most {self.cfg.max_batch} {what} per request, got {n}", field=what)
+
     def check_top_k(self, top_k: int, fetch_k: int | None = None) -> None:
         cfg = self.cfg
         if top_k > cfg.max_top_k:
