@@ -138,6 +138,16 @@ async def _stdio_session(db: Path) -> None:
             bad = await session.call_tool("graph_global", {"question": ""})
             assert bad.is_error
 
+            # the memories themselves, page by page, and a bad cursor is a tool error naming it
+            page = _data(await session.call_tool("list_memories", {"limit": 1, "order": "id"}))
+            assert [m["doc_id"] for m in page["memories"]] == ["doc_8832"] and page["next_cursor"]
+            rest = _data(
+                await session.call_tool("list_memories", {"limit": 5, "order": "id", "cursor": page["next_cursor"]})
+            )
+            assert [m["doc_id"] for m in rest["memories"]] == ["staging-pool"] and rest["next_cursor"] is None
+            bad = await session.call_tool("list_memories", {"cursor": "garbage"})
+            assert bad.is_error and "cursor" in bad.content[0].text
+
             gone = _data(await session.call_tool("forget", {"ids": ["staging-pool", "never-was"]}))
             assert gone["deleted"] == ["staging-pool"] and gone["not_found"] == ["never-was"]
             resp = _data(await session.call_tool("recall", {"search_text": "staging pool", "mode": "bm25"}))

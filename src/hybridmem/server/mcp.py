@@ -19,7 +19,7 @@ from typing import Any, Literal
 from . import common
 from .auth import HostPolicy, KeyRing, bare_host
 from .mcp_dispatch import ALIASES, _namespaces, _server_class, tool_arguments
-from .mcp_tools import _answer_tools, _memory_tools, _recall_tool, _stats_resources
+from .mcp_tools import _answer_tools, _list_tool, _memory_tools, _recall_tool, _stats_resources
 
 __all__ = ["ALIASES", "INSTRUCTIONS", "check_transport", "create_server", "http_app", "run_mcp", "tool_arguments"]
 
@@ -31,7 +31,8 @@ INSTRUCTIONS = (
     "Conversations: `remember` with `messages` and a `session_id` stores each message as a memory "
     "(speaker, turn, timestamp); `recall` narrows by `session_id`, `user_id`, `time_range`, sees the "
     "past with `as_of` and returns neighbouring turns with `context_window`; `history` lists a "
-    "memory's versions. Read hybridmem://stats for what the memory holds."
+    "memory's versions; `list_memories` pages through the memories themselves (no ranking). Read "
+    "hybridmem://stats for what the memory holds."
 )
 
 
@@ -51,6 +52,7 @@ def create_server(
     server = _server_class()(name, instructions=INSTRUCTIONS, log_level=log_level)
     _memory_tools(server, memory, ns_of)
     _recall_tool(server, memory, ns_of, max_top_k)
+    _list_tool(server, memory, ns_of)
     _answer_tools(server, memory, ns_of, max_top_k)
     _stats_resources(server, memory, ns_of)
     return server

@@ -217,6 +217,38 @@ def _recall_tool(server: "MCPServer", memory: Any, ns_of: Callable[[str | None],
             return cast(dict[str, Any], memory.search(_recall_request(args)).model_dump(mode="json"))
 
 
+def _list_tool(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
+    @server.tool(
+        description="List the stored memories themselves, in order, page by page (no ranking): "
+        "`limit` (1-1000) after `cursor` (the `next_cursor` of the previous page; null on the last). "
+        "Filters and scopes as `recall`'s; `order` recorded_at (first written), occurred_at or id."
+    )
+    def list_memories(
+        cursor: Annotated[
+            str | None, Field(None, max_length=2048, description="next_cursor of the previous page.")
+        ] = None,
+        limit: Annotated[int, Field(20, ge=1, le=1000)] = 20,
+        order: Annotated[Literal["recorded_at", "occurred_at", "id"], Field("recorded_at")] = "recorded_at",
+        descending: bool = False,
+        metadata_filter: Annotated[dict[str, Any] | None, Field(None, description="As recall's.")] = None,
+        user_id: _UserScope = None,
+        agent_id: _AgentScope = None,
+        session_id: _Sessions = None,
+        as_of: _AsOf = None,
+        include_superseded: bool = False,
+        namespace: Namespace = None,
+    ) -> dict[str, Any]:
+        fields = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id, "as_of": as_of}
+        fields = {k: v for k, v in fields.items() if v is not None}
+        with _tool_errors():
+            ns = ns_of(namespace)
+            page = memory.list(
+                cursor, limit, namespace=ns, order=order, descending=descending,
+                metadata_filter=metadata_filter or {}, include_superseded=include_superseded, **fields,
+            )  # fmt: skip
+        return cast(dict[str, Any], page.model_dump())
+
+
 def _answer_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str], max_top_k: int) -> None:
     @server.tool(
         description="Answer a question from the memory only, citing the chunks used as [chunk_id]. "
