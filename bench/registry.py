@@ -230,6 +230,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("retrieve_floor_us",),),
     ),
     Bench(
+        "language_fusion",
+        "benchmark",
+        "what language-aware fusion adds to hybrid p50/p95 (same queries with it on and off), and the step alone",
+        "100k synthetic chunks (English and French), look-up vectors",
+        "the same process with hybrid_params.language_aware false",
+        "?",
+        R + "language-fusion.json",
+        "language-fusion.json",
+        (("p50_added_ms",), ("step_ms", "p50_ms")),
+    ),
+    Bench(
         "cli_startup",
         "benchmark",
         "wall time of hybridmem --help, search --help, bm25/hybrid search (local, via serve)",

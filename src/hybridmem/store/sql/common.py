@@ -161,9 +161,11 @@ class SQLReads:
         ns = self.namespace_id(namespace)
         if ns is None:
             return {}
-        sql = f"SELECT id, lang FROM chunks WHERE ns_id={self.dialect.mark} AND id {{in_ids}}"
+        # by rowid only, the namespace checked here: with "ns_id = ? AND" SQLite chose the namespace's
+        # index and scanned it (5.4 ms at 100k chunks, for 10 rows)
+        sql = "SELECT id, ns_id, lang FROM chunks WHERE id {in_ids}"
         with self._reading() as db:
-            return dict(self.dialect.select_in(db, sql, list(rowids), (ns,)))
+            return {r: lang for r, n, lang in self.dialect.select_in(db, sql, list(rowids), ()) if n == ns}
 
     def get_document(self: _Reading, namespace: str, doc_id: str) -> dict[str, Any] | None:
         ns = self.namespace_id(namespace)
