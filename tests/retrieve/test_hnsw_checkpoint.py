@@ -77,19 +77,31 @@ def _partial(db: Path) -> tuple[Path, dict]:
     return metas[0].with_name(metas[0].name.replace(".json", ".usearch")), json.loads(metas[0].read_text())
 
 
+class Counted:
+    """Rows each batch of a build adds, per index (every batch goes through graph_form). Per index:
+    a build thread another test left running (daemon threads outlive their Memory) adds batches
+    of the same size through the same patched function."""
+
+    def __init__(self) -> None:
+        self.by_index: dict[int, list[int]] = {}
+
+    def rows(self, idx: object) -> int:
+        return sum(self.by_index.get(id(idx), []))
+
+
 @pytest.fixture
-def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Rows each batch of this process's builds adds (every batch goes through graph_form)."""
+def counted(monkeypatch: pytest.MonkeyPatch) -> Counted:
     monkeypatch.setattr(dense, "HNSW_BUILD_BATCH", BATCH)
-    sizes: list[int] = []
+    seen = Counted()
     real = dense.graph_form
 
     def counting(x: np.ndarray, dtype: str) -> np.ndarray:
-        sizes.append(len(x))
+        owner = sys._getframe(1).f_locals.get("self")
+        seen.by_index.setdefault(id(owner), []).append(len(x))
         return real(x, dtype)
 
     monkeypatch.setattr(dense, "graph_form", counting)
-    return sizes
+    return seen
 
 
 def _recall(m: Memory, db: Path) -> float:
@@ -100,7 +112,7 @@ def _recall(m: Memory, db: Path) -> float:
 
 
 def test_a_build_killed_midway_resumes_from_its_last_checkpoint(
-    tmp_path: Path, counted: list[int], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, counted: Counted, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = _store(tmp_path)
     _kill_a_build(db)
@@ -111,7 +123,7 @@ def test_a_build_killed_midway_resumes_from_its_last_checkpoint(
         idx = m.legs.dense_index("default")
         assert idx.wait_ready(timeout=120) and idx.hnsw_ready and not idx.restored
         assert f"resuming the HNSW build at {3 * BATCH} of {N} rows" in caplog.text
-        assert sum(counted) == N - 3 * BATCH  # only the rows the checkpoint did not hold
+        assert counted.rows(idx) == N - 3 * BATCH  # only the rows the checkpoint did not hold
         assert _recall(m, db) >= 0.9
     hnsw = Path(str(db) + ".hnsw")
     assert not list(hnsw.glob("*.partial.*"))  # the finished graph was saved: the checkpoint is gone
@@ -119,7 +131,7 @@ def test_a_build_killed_midway_resumes_from_its_last_checkpoint(
 
 
 def test_a_checkpoint_of_other_rows_is_dropped(
-    tmp_path: Path, counted: list[int], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, counted: Counted, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = _store(tmp_path)
     _kill_a_build(db)
@@ -127,14 +139,15 @@ def test_a_checkpoint_of_other_rows_is_dropped(
         m.add_documents(_docs(1, start=N))
         m.embed_pending()
     with Memory(db, embedder="hash", exact_threshold=THRESHOLD) as m:
-        assert m.legs.dense_index("default").wait_ready(timeout=120)
+        idx = m.legs.dense_index("default")
+        assert idx.wait_ready(timeout=120)
         assert "not resuming the HNSW build" in caplog.text and "another version, rows" in caplog.text
-        assert sum(counted) == N + 1  # started over
+        assert counted.rows(idx) == N + 1  # started over
         assert _recall(m, db) >= 0.9
     assert not list(Path(str(db) + ".hnsw").glob("*.partial.*"))
 
 
-def test_a_corrupt_checkpoint_is_refused(tmp_path: Path, counted: list[int], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_corrupt_checkpoint_is_refused(tmp_path: Path, counted: Counted, caplog: pytest.LogCaptureFixture) -> None:
     db = _store(tmp_path)
     _kill_a_build(db)
     graph, _ = _partial(db)
@@ -142,13 +155,14 @@ def test_a_corrupt_checkpoint_is_refused(tmp_path: Path, counted: list[int], cap
     data[len(data) // 2] ^= 0xFF
     graph.write_bytes(bytes(data))
     with Memory(db, embedder="hash", exact_threshold=THRESHOLD) as m:
-        assert m.legs.dense_index("default").wait_ready(timeout=120)
+        idx = m.legs.dense_index("default")
+        assert idx.wait_ready(timeout=120)
         assert "its checksum does not match" in caplog.text
-        assert sum(counted) == N
+        assert counted.rows(idx) == N
         assert _recall(m, db) >= 0.9
 
 
-def test_a_short_build_takes_no_checkpoint(tmp_path: Path, counted: list[int]) -> None:
+def test_a_short_build_takes_no_checkpoint(tmp_path: Path, counted: Counted) -> None:
     db = _store(tmp_path)
     with Memory(db, embedder="hash", exact_threshold=THRESHOLD) as m:  # 10 minutes between checkpoints
         assert m.legs.dense_index("default").wait_ready(timeout=120)

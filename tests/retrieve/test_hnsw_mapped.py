@@ -180,6 +180,10 @@ rng = np.random.default_rng(int(sys.argv[2]))
 f = HnswFile(Path(sys.argv[1]), "default", {"embedder": "test", "dim": 32}, mark_of=lambda v: f"mark-{v}")
 while True:  # save graphs of changing sizes, with their vectors, until killed
     n = int(rng.integers(2000, 6000))
+    while (Path(sys.argv[1]) / f"truth-{n}.npy").exists():
+        # a size never saved before: the mark here is the size (the store's version, in the product),
+        # and two saves of one mark with other vectors are what the product never writes
+        n = int(rng.integers(2000, 6000))
     idx = Index(ndim=32, metric="ip", dtype="f32", connectivity=16, expansion_add=128)
     m = rng.standard_normal((n, 32)).astype(np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
