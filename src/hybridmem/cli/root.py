@@ -42,6 +42,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Copy namespaces, documents, chunks, embeddings and the graph between backends, then verify counts and "
         "identical top-10 results on sample queries.",
     ),
+    "export": (
+        "transfer",
+        "Write memories as versioned JSON Lines: documents, metadata, scopes, every version, optionally vectors and graph.",
+    ),
+    "import": (
+        "transfer",
+        "Import an export file into --db (SQLite file or PostgreSQL URL); checked whole first, idempotent.",
+    ),
     "check": (
         "admin",
         "Check the whole store: SQLite's integrity check, foreign keys, the indexes against the chunks, counts.",

@@ -4,12 +4,16 @@ backend (docs/export-format.md). ``migrate`` pipes the same records from one sto
 from .dump import ExportReport, records, write_export
 from .format import FORMAT, FORMAT_VERSION
 from .load import ImportReport, import_file, import_records, read_records
+from .targets import export_store, export_to, import_into
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "ExportReport",
     "ImportReport",
+    "export_store",
+    "export_to",
+    "import_into",
     "import_file",
     "import_records",
     "read_records",

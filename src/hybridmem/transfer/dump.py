@@ -102,12 +102,22 @@ def _with_vectors(store: Store, ns: str, batch: list[dict[str, Any]], vectors: b
             "namespace": ns,
             "id": d["doc_id"],
             "source": d["source"],
-            "metadata": d["metadata"],
+            "metadata": _sorted(d["metadata"]),
             "content_hash": d["content_hash"],
             "context": d["context"],
             **times,
             "chunks": chunks,
         }
+
+
+def _sorted(v: Any) -> Any:
+    """Objects with their keys in order at every depth: one store's metadata is exported as
+    another's (PostgreSQL's jsonb keeps keys in its own order, SQLite as written)."""
+    if isinstance(v, dict):
+        return {k: _sorted(v[k]) for k in sorted(v)}
+    if isinstance(v, list):
+        return [_sorted(x) for x in v]
+    return v
 
 
 def _version() -> str:
