@@ -18,7 +18,7 @@ from ..store.sql.history import EXPORTED_TIMES
 from .format import DOCUMENT_TIMES, FORMAT, FORMAT_VERSION, encode_vector
 from .graph_io import graph_records
 
-__all__ = ["ExportReport", "records", "write_export"]
+__all__ = ["ExportReport", "records", "to_json", "write_export"]
 
 #: documents whose vectors are read together
 _VECTOR_BATCH = 256
@@ -135,6 +135,11 @@ def _default(o: Any) -> Any:
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
+def to_json(rec: dict[str, Any]) -> str:
+    """One record as its line (without the newline): compact, UTF-8 as is, vectors as base64."""
+    return json.dumps(rec, ensure_ascii=False, default=_default, separators=(",", ":"))
+
+
 def write_export(
     store: Store,
     out: IO[str],
@@ -148,8 +153,7 @@ def write_export(
     t0 = time.perf_counter()
     rep = ExportReport()
     for rec in records(store, namespaces, vectors=vectors, graph=graph, source=source):
-        out.write(json.dumps(rec, ensure_ascii=False, default=_default, separators=(",", ":")))
-        out.write("\n")
+        out.write(to_json(rec) + "\n")
         rep.lines += 1
         if rec["kind"] == "end":
             rep.namespaces = rec["namespaces"]
