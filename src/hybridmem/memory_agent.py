@@ -57,7 +57,7 @@ class AgentMethods:
         goes into the history of the memory it wrote; a model that fails or names a memory it was
         not shown ends in ADD: the statement is never lost. Validated before the model is asked.
         ``vector``: the statement's precomputed vector (as in ``add``), stored when it is written as
-        given (ADD); an UPDATE writes the model's text, which the worker embeds."""
+        given (ADD, or an UPDATE to the statement as it is); another text the model writes is embedded."""
         ns = self._ns(namespace)
         check_scopes(session_id, user_id, agent_id, session_required=False)
         scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}

@@ -5,6 +5,7 @@ stored normalised as the embedder's own, the model never called for them; on bot
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -176,3 +177,26 @@ def test_remember_and_the_async_twins_take_a_vector(mem: tuple[Memory, CountingE
     assert m.store.pending_count(m.namespace) == 0 and emb.documents == 0
     hits = m.search(QUERY, mode="vector", top_k=3, user_id="u1").results
     assert hits[0].doc_id == d.id
+
+
+def test_the_conflict_check_keeps_the_vector_of_the_text_it_writes(target: str | Path) -> None:
+    from llm_fakes import ScriptedChatModel
+
+    def verdict(event: str, target_id: str | None = None, text: str | None = None) -> str:
+        return json.dumps({"event": event, "target_id": target_id, "text": text, "reason": "because"})
+
+    emb = CountingEmbedder()
+    llm = ScriptedChatModel([])  # no memory to compare with yet: ADD without asking
+    with Memory(target, embedder=emb, llm=llm, auto_embed=False) as m:
+        q = HashEmbedder(DIM).embed_query(QUERY)
+        d = m.remember("The billing pool allows 100 connections.", user_id="u1", id="pool", vector=q, reconcile=True)
+        assert d.event == "ADD" and m.store.pending_count(m.namespace) == 0
+        np.testing.assert_allclose(_stored(m, "pool_p1"), q, atol=1e-6)
+        new = "The billing pool allows 200 connections."
+        llm.replies.append(verdict("UPDATE", "pool", new))  # the statement as it is: its vector stays
+        assert m.remember(new, user_id="u1", vector=q, reconcile=True).event == "UPDATE"
+        assert m.store.pending_count(m.namespace) == 0
+        llm.replies.append(verdict("UPDATE", "pool", "The billing pool allows 300 connections (was 200)."))
+        assert m.remember("Pool: 300 now.", user_id="u1", vector=q, reconcile=True).event == "UPDATE"
+        assert m.store.pending_count(m.namespace) == 1  # the model's own text: embedded by the worker
+        assert emb.documents == 0
