@@ -47,6 +47,7 @@ class AgentMethods:
         namespace: str | None = None,
         reconcile: bool = False,
         candidates: int = 5,
+        vector: Any = None,
     ) -> MemoryDecision:
         """Store a statement of a user's or agent's memory (the scopes go into its metadata). With
         ``reconcile`` (needs an LLM), the ``candidates`` most similar current memories of the same
@@ -54,12 +55,14 @@ class AgentMethods:
         (UPDATE: a new version, the old kept in the history), retracts one (DELETE: a soft delete,
         kept in the history) or is held already (NONE: nothing written). Each decision's reason
         goes into the history of the memory it wrote; a model that fails or names a memory it was
-        not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
+        not shown ends in ADD: the statement is never lost. Validated before the model is asked.
+        ``vector``: the statement's precomputed vector (as in ``add``), stored when it is written as
+        given (ADD, or an UPDATE to the statement as it is); another text the model writes is embedded."""
         ns = self._ns(namespace)
         check_scopes(session_id, user_id, agent_id, session_required=False)
         scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
         meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
-        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
+        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at, "vector": vector}
         prepared = self.preparer.prepare(doc)
         if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
             raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")

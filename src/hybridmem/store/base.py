@@ -153,6 +153,8 @@ class PreparedDocument:
     reason: str | None = None
     #: index-only context of each chunk (Document.context): in its tokens and its embedded text
     context: str | None = None
+    #: precomputed vectors, one row per chunk (float32, L2-normalised): stored instead of queued
+    vectors: np.ndarray | None = None
 
     def chunk_id(self, i: int) -> str:
         """The id of chunk ``i`` (from 1)."""
