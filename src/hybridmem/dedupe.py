@@ -173,23 +173,56 @@ def _text(doc: dict[str, Any]) -> str:
     return "\n\n".join(c["text"] for c in doc["chunks"])
 
 
+@dataclass(frozen=True)
+class Pair:
+    """A memory and one candidate of its scope, as compared: token overlap, cosine, the verdict."""
+
+    id: str
+    other: str
+    text: str
+    other_text: str
+    jaccard: float
+    cosine: float | None
+    guarded: bool  # numbers, identifiers or negations differ
+    duplicate: bool
+    recorded_at: str | None
+
+
+def compared(
+    mem: Host, ns: str, text: str, meta: dict[str, Any], *, exclude: str | None = None, vector: np.ndarray | None = None
+) -> Iterator[Pair]:
+    """``text`` against each candidate of ``meta``'s scope (``vector``: its own, to compare by cosine)."""
+    scope, mine = _scope(meta), Profile.of(text)
+    for doc in _candidates(mem, ns, text, scope, exclude):
+        other, theirs = _text(doc), Profile.of(_text(doc))
+        v = _vector(mem.store, ns, doc) if vector is not None else None
+        cos = float(vector @ v) if vector is not None and v is not None else None
+        dup, j = similar(mine, theirs, cos)
+        guarded = mine.numbers != theirs.numbers or mine.negations != theirs.negations
+        yield Pair(exclude or "", doc["doc_id"], text, other, j, cos, guarded, dup, doc["recorded_at"])
+
+
 def find_match(
     mem: Host, ns: str, text: str, meta: dict[str, Any], *, exclude: str | None = None, vector: np.ndarray | None = None
 ) -> Match | None:
     """The current memory of ``meta``'s scope that ``text`` duplicates, the most alike; None if none."""
-    scope, mine = _scope(meta), Profile.of(text)
-    best: Match | None = None
-    for doc in _candidates(mem, ns, text, scope, exclude):
-        other = _text(doc)
-        theirs = _vector(mem.store, ns, doc) if vector is not None else None
-        cos = float(vector @ theirs) if vector is not None and theirs is not None else None
-        dup, j = similar(mine, Profile.of(other), cos)
-        if dup and (best is None or (j, cos or 0.0) > (best.jaccard, best.cosine or 0.0)):
-            best = Match(doc["doc_id"], other, j, cos, doc["recorded_at"])
-    return best
+    dups = [p for p in compared(mem, ns, text, meta, exclude=exclude, vector=vector) if p.duplicate]
+    if not dups:
+        return None
+    p = max(dups, key=lambda p: (p.jaccard, p.cosine or 0.0))
+    return Match(p.other, p.other_text, p.jaccard, p.cosine, p.recorded_at)
 
 
-def _memories(mem: Host, ns: str) -> Iterator[dict[str, Any]]:
+def memory_vector(mem: Host, ns: str, doc: dict[str, Any]) -> np.ndarray | None:
+    """The stored vector of a one-chunk memory (``Memory.get``'s answer), normalized; None if none."""
+    return _vector(mem.store, ns, doc)
+
+
+def memory_text(doc: dict[str, Any]) -> str:
+    return _text(doc)
+
+
+def memories(mem: Host, ns: str) -> Iterator[dict[str, Any]]:
     cursor: str | None = None
     while True:
         page = mem.list(cursor, 1000, namespace=ns, order="recorded_at")
@@ -210,7 +243,7 @@ def find_groups(mem: Host, ns: str) -> list[Group]:
             x = parent[x]
         return x
 
-    for doc in _memories(mem, ns):
+    for doc in memories(mem, ns):
         text, me = _text(doc), doc["doc_id"]
         info.setdefault(me, Match(me, text, 1.0, None, doc["recorded_at"]))
         m = find_match(mem, ns, text, doc["metadata"], exclude=me, vector=_vector(mem.store, ns, doc))
