@@ -87,14 +87,25 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
                 "memory of the scope (UPDATE, history kept), retracts one (DELETE, soft) or is known (NONE).",
             ),
         ] = False,
+        dedupe: Annotated[
+            bool,
+            Field(False, description="With `text`: skip it (NONE) if a current memory of the scope says the same."),
+        ] = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
             ns = ns_of(namespace)
             scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
-            if reconcile and messages is None and text is not None:
+            if (reconcile or dedupe) and messages is None and text is not None:
                 d = memory.remember(
-                    text, id=id, metadata=metadata, source=source, reconcile=True, namespace=ns, **scope
+                    text,
+                    id=id,
+                    metadata=metadata,
+                    source=source,
+                    reconcile=reconcile,
+                    dedupe=dedupe,
+                    namespace=ns,
+                    **scope,
                 )
                 report = (d.report or IngestReport()).model_dump()
                 return {"namespace": ns, **d.model_dump(exclude={"report"}), **report}

@@ -45,6 +45,9 @@ class RememberRequest(RequestModel):
     id: str | None = Field(None, min_length=1, max_length=512, description="Stable id (for an ADD).")
     reconcile: bool = Field(False, strict=True, description="Run the LLM conflict check first.")
     candidates: int = Field(5, ge=1, le=20, strict=True, description="Similar memories the check compares with.")
+    dedupe: bool | None = Field(
+        None, strict=True, description="Skip it (NONE) if a current memory of the scope says the same; default: server."
+    )
     namespace: Namespace = None
 
 
@@ -150,6 +153,7 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         memory (UPDATE, history kept), retracts one (DELETE, soft) or is held already (NONE)."""
         ns = p.namespace(body.namespace)
         args = body.model_dump(exclude={"namespace", "text"})
+        args["dedupe"] = d.cfg.remember_dedupe if body.dedupe is None else body.dedupe
         decision: MemoryDecision = await d.expensive(p).write(d.memory().remember, body.text, **args, namespace=ns)
         return RememberReport(**decision.model_dump(), namespace=ns)
 
