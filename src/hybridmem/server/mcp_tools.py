@@ -55,6 +55,11 @@ def _remember_messages(
     return {"ids": ids, "session_id": scope["session_id"], "namespace": ns, **report.model_dump()}
 
 
+_Dedupe = Annotated[
+    bool, Field(False, description="With `text`: skip it (NONE) if a current memory of the scope says the same.")
+]
+
+
 def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
     @server.tool(
         description="Store a memory (fact, note, document). Same id + same text is a no-op; "
@@ -87,26 +92,15 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
                 "memory of the scope (UPDATE, history kept), retracts one (DELETE, soft) or is known (NONE).",
             ),
         ] = False,
-        dedupe: Annotated[
-            bool,
-            Field(False, description="With `text`: skip it (NONE) if a current memory of the scope says the same."),
-        ] = False,
+        dedupe: _Dedupe = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
             ns = ns_of(namespace)
             scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
             if (reconcile or dedupe) and messages is None and text is not None:
-                d = memory.remember(
-                    text,
-                    id=id,
-                    metadata=metadata,
-                    source=source,
-                    reconcile=reconcile,
-                    dedupe=dedupe,
-                    namespace=ns,
-                    **scope,
-                )
+                checks = {"reconcile": reconcile, "dedupe": dedupe}
+                d = memory.remember(text, id=id, metadata=metadata, source=source, namespace=ns, **checks, **scope)
                 report = (d.report or IngestReport()).model_dump()
                 return {"namespace": ns, **d.model_dump(exclude={"report"}), **report}
             if messages is not None:
