@@ -4,6 +4,7 @@ and the pairs the rule merges printed for inspection by eye (docs/agent-memory.m
 
     python -m bench dedupe --store /tmp/locomo.db            # a COPY of an embedded store (e5 vectors)
     python -m bench dedupe --demo                            # the demo corpus, hash embedder
+    python -m bench dedupe --corpus ../shared/data/beir/scifact/corpus.jsonl --docs 2000 --plant 200
 
 Writes bench/results/dedupe/<name>.json (counts per band, the merged pairs, the near misses).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import shutil
 import tempfile
 import time
@@ -68,12 +70,41 @@ def measure(mem: Memory, ns: str, limit: int | None) -> dict[str, Any]:
     }
 
 
+def plant(mem: Memory, ns: str, n: int, seed: int = 7) -> dict[str, str]:
+    """Near duplicates of ``n`` memories, written beside them (same scope, then embedded): case and
+    punctuation changed, a filler word added, a word dropped. Returns planted id -> original id."""
+    rng = random.Random(seed)
+    docs = [d for d in dedupe.memories(mem, ns) if len(dedupe.memory_text(d).split()) >= 6]
+    planted: dict[str, str] = {}
+    batch = []
+    for i, d in enumerate(rng.sample(docs, min(n, len(docs)))):
+        text = dedupe.memory_text(d)
+        words = text.split()
+        if i % 3 == 0:
+            new = text.lower().rstrip(".!?") + " !"
+        elif i % 3 == 1:
+            new = " ".join([*words[:1], "well,", *words[1:]])
+        else:
+            k = max(range(1, len(words)), key=lambda j: len(words[j]))
+            new = " ".join(words[:k] + words[k + 1 :])
+        pid = f"plant-{i}"
+        planted[pid] = d["doc_id"]
+        batch.append({"id": pid, "text": new, "metadata": d["metadata"]})
+    mem.add_documents(batch, namespace=ns)
+    mem.wait_for_vectors()
+    return planted
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--store", help="a copy of a store to read (copied again to a temporary directory)")
     ap.add_argument("--demo", action="store_true", help="the demo corpus, hash embedder")
+    ap.add_argument("--corpus", help="a BEIR corpus.jsonl: its first --docs documents, one chunk each")
+    ap.add_argument("--docs", type=int, default=2000)
+    ap.add_argument("--embedder", default="hash", help="with --corpus (e.g. e5:multilingual-e5-small-q4)")
     ap.add_argument("--namespace", default="default")
     ap.add_argument("--limit", type=int, help="the first N memories only")
+    ap.add_argument("--plant", type=int, default=0, help="plant N near duplicates first (recall)")
     ap.add_argument("--name", help="results file name (default: from the store)")
     ap.add_argument("--out", default="bench/results/dedupe")
     a = ap.parse_args(argv)
@@ -85,18 +116,33 @@ def main(argv: list[str] | None = None) -> None:
         mem.add_documents(load_documents())
         mem.wait_for_vectors()
         name = a.name or "demo"
+    elif a.corpus:
+        mem = Memory(tmp / "c.db", embedder=a.embedder, chunk_size=None)
+        with open(a.corpus, encoding="utf-8") as f:
+            rows = [json.loads(line) for _, line in zip(range(a.docs), f, strict=False)]
+        mem.add_documents([{"id": r["_id"], "text": f"{r.get('title', '')}\n{r['text']}".strip()} for r in rows])
+        mem.wait_for_vectors()
+        name = a.name or Path(a.corpus).parent.name
     else:
         if not a.store:
-            ap.error("--store or --demo")
+            ap.error("--store, --corpus or --demo")
         shutil.copy(a.store, tmp / "m.db")
         mem = Memory(tmp / "m.db")
         name = a.name or Path(a.store).stem
+    planted = plant(mem, a.namespace, a.plant) if a.plant else {}
     out = measure(mem, a.namespace, a.limit)
+    if planted:
+        pairs = {tuple(sorted(p)) for p in planted.items()}
+        hit = [r for r in out["merged"] if tuple(sorted((r["a"], r["b"]))) in pairs]
+        out["planted"] = {"pairs": len(pairs), "caught": len(hit), "recall": round(len(hit) / len(pairs), 3)}
+        out["merged_not_planted"] = [r for r in out["merged"] if tuple(sorted((r["a"], r["b"]))) not in pairs]
+        out["missed"] = [r for r in out["near_misses"] if tuple(sorted((r["a"], r["b"]))) in pairs]
     mem.close()
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / f"{name}.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
-    print(json.dumps({k: v for k, v in out.items() if k not in ("merged", "near_misses")}, indent=1))
-    for r in out["merged"]:
+    skip = ("merged", "near_misses", "merged_not_planted", "missed", "bands")
+    print(json.dumps({k: v for k, v in out.items() if k not in skip}, indent=1))
+    for r in out.get("merged_not_planted", out["merged"]):
         print(f"MERGE j={r['jaccard']} c={r['cosine']}\n  {r['a_text']!r}\n  {r['b_text']!r}")
 
 

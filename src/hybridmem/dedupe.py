@@ -3,9 +3,9 @@
 Two memories of the same scope (``user_id``, ``agent_id``, ``session_id``, all three equal) are
 duplicates when their normalized texts are equal (NFKC, case and accents folded, punctuation and
 whitespace collapsed), or when they nearly are: the sets of their BM25 tokens (the project's
-tokenizer: stemmed, stopwords out, Chinese in bigrams) overlap by :data:`JACCARD` or more, and, when
-both are embedded, their vectors' cosine is :data:`COSINE` or more (without vectors the overlap
-must reach :data:`JACCARD_ALONE`). Whatever the overlap, two texts whose numbers or identifiers
+tokenizer: stemmed, stopwords out, Chinese in bigrams) overlap (Jaccard) by :data:`JACCARD_ALONE`
+or more, or, when both are embedded, by :data:`JACCARD` or more with a cosine of :data:`COSINE` or
+more. Whatever the overlap, two texts whose numbers or identifiers
 differ ("May 3" / "May 5", "HEL-4040" / "HEL-4041"), or whose negations differ ("likes" / "does
 not like"), are never duplicates. The thresholds were measured on LoCoMo, the demo and SciFact
 (``python -m bench dedupe``, docs/agent-memory.md).
@@ -30,11 +30,11 @@ from .text.tokenize import fold, tokenize
 
 __all__ = ["JACCARD", "JACCARD_ALONE", "COSINE", "Profile", "Match", "Group", "normalize", "find_match", "find_groups"]
 
-#: token overlap (Jaccard) at or above which two memories with vectors are compared by cosine
+#: token overlap (Jaccard) from which two embedded memories are duplicates if their cosine is high
 JACCARD = 0.6
 #: cosine at or above which such a pair is a duplicate
 COSINE = 0.93
-#: token overlap at or above which two memories are duplicates when one has no vector yet
+#: token overlap at or above which two memories are duplicates, vectors or not
 JACCARD_ALONE = 0.75
 #: current memories of the scope compared with each text (the BM25 leg's best)
 CANDIDATES = 8
@@ -83,9 +83,9 @@ def similar(a: Profile, b: Profile, cosine: float | None) -> tuple[bool, float]:
     j = jaccard(a, b)
     if a.numbers != b.numbers or a.negations != b.negations:
         return False, j
-    if cosine is None:
-        return j >= JACCARD_ALONE, j
-    return j >= JACCARD and cosine >= COSINE, j
+    if j >= JACCARD_ALONE:
+        return True, j
+    return cosine is not None and j >= JACCARD and cosine >= COSINE, j
 
 
 @dataclass(frozen=True)
