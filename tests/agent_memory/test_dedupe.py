@@ -106,3 +106,35 @@ def test_cli_dedup_dry_run_then_apply(tmp_path: Path) -> None:
     with Memory(db, embedder="hash", auto_embed=False) as m:
         assert m.history("old")[-1]["reason"] == "near duplicate of new (dedup)"
     assert json.loads(run("--json", "--namespace", "nobody").stdout)["groups"] == 0
+
+
+def test_mcp_remember_dedupe(tmp_path: Path) -> None:
+    """``hybridmem mcp`` spawned: ``remember`` with ``dedupe`` names the memory held, writes nothing."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    db = tmp_path / "mcp.db"
+    with Memory(db, embedder="hash", auto_embed=False) as m:
+        held = m.remember("Carol is allergic to peanuts", user_id="u1").id
+    env = {"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    args = ["-m", "hybridmem.cli", "--db", str(db), "--embedder", "hash", "mcp"]
+
+    async def session() -> list[dict[str, object]]:
+        params = StdioServerParameters(command=sys.executable, args=args, env=env)
+        got = []
+        with open(os.devnull, "w") as devnull:
+            async with stdio_client(params, errlog=devnull) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                for text in ("carol is ALLERGIC to peanuts!", "Carol is allergic to 2 peanuts"):
+                    out = await s.call_tool("remember", {"text": text, "user_id": "u1", "dedupe": True})
+                    assert not out.is_error, out.content
+                    got.append(json.loads(out.content[0].text))
+        return got
+
+    same, other = asyncio.run(asyncio.wait_for(session(), timeout=120))
+    assert (same["event"], same["id"], same["decided_by"]) == ("NONE", held, "rule"), same
+    assert other["event"] == "ADD" and other["id"] != held, other
+    with Memory(db, embedder="hash", auto_embed=False) as m:
+        assert m.stats().documents == 2
