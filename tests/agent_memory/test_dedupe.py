@@ -138,3 +138,17 @@ def test_mcp_remember_dedupe(tmp_path: Path) -> None:
     assert other["event"] == "ADD" and other["id"] != held, other
     with Memory(db, embedder="hash", auto_embed=False) as m:
         assert m.stats().documents == 2
+
+
+def test_async_twins(tmp_path: Path) -> None:
+    import asyncio
+
+    async def go() -> tuple[str, dict[str, object]]:
+        with Memory(tmp_path / "a.db", embedder="hash", auto_embed=False) as m:
+            await m.aremember("Dan works at Acme since 2019", user_id="u", id="one")
+            await m.aremember("Dan works at ACME, since 2019.", user_id="u", id="two")
+            d = await m.aremember("dan works at acme since 2019", user_id="u", dedupe=True)
+            return d.event, await m.adedupe(apply=True)
+
+    event, report = asyncio.run(go())
+    assert event == "NONE" and (report["groups"], report["forgotten"]) == (1, 1)
