@@ -244,8 +244,7 @@ def find_groups(mem: Host, ns: str) -> list[Group]:
         return x
 
     for doc in memories(mem, ns):
-        text, me = _text(doc), doc["doc_id"]
-        info.setdefault(me, Match(me, text, 1.0, None, doc["recorded_at"]))
+        text, me = _text(doc), doc["doc_id"]  # (only the memories paired are kept: bounded by the duplicates)
         m = find_match(mem, ns, text, doc["metadata"], exclude=me, vector=_vector(mem.store, ns, doc))
         if m is None:
             continue

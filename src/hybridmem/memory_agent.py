@@ -74,7 +74,7 @@ class AgentMethods:
             raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
         if not isinstance(dedupe, bool):
             raise ValidationError(f"must be true or false, got {dedupe!r}", field="dedupe")
-        held = dd.find_match(self, ns, text, meta) if dedupe else None
+        held = dd.find_match(self, ns, text, meta, exclude=id) if dedupe else None  # id given: its own is an update
         if held is not None:
             return dd.decision(held)
         return conflicts.reconcile(

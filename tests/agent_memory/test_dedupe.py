@@ -40,6 +40,15 @@ def test_remember_dedupe_catches_equal_and_near_texts_of_the_scope_only(target: 
         assert _none(m, "My flight is on May 3.", user_id="u1", agent_id="a1", id="a1-flight") is None
         assert _none(m, "My flight is on May 3.", user_id="u1", namespace="other") is None
         assert m.stats().documents == 4 + 4  # every NONE wrote nothing; the other namespace apart
+        assert _none(m, "My flight is on May 3.", user_id="u1") == flight  # the very text: its own id, NONE
+        # a memory given by id is updated, never held by its own older version
+        assert (
+            m.remember("I really love hiking in the Alps each summer", user_id="u1", id=alps, dedupe=True).event
+            == "ADD"
+        )
+        assert [v["current"] for v in m.history(alps)] == [False, True]
+        # a superseded version is not held any more: only the current text is
+        assert _none(m, "I really love hiking in the Alps every summer", user_id="u1") is None
         m.forget(flight)  # a retired memory is not held any more
         assert m.remember("My flight is on May 3.", user_id="u1", dedupe=True).event == "ADD"
         with pytest.raises(ValidationError) as e:
