@@ -72,7 +72,7 @@ def measure(mem: Memory, ns: str, limit: int | None) -> dict[str, Any]:
 
 def plant(mem: Memory, ns: str, n: int, seed: int = 7) -> dict[str, str]:
     """Near duplicates of ``n`` memories, written beside them (same scope, then embedded): case and
-    punctuation changed, a filler word added, a word dropped. Returns planted id -> original id."""
+    punctuation changed, a filler word added, a word dropped, or two dropped and a filler added. Returns planted id -> original id."""
     rng = random.Random(seed)
     docs = [d for d in dedupe.memories(mem, ns) if len(dedupe.memory_text(d).split()) >= 6]
     planted: dict[str, str] = {}
@@ -80,13 +80,15 @@ def plant(mem: Memory, ns: str, n: int, seed: int = 7) -> dict[str, str]:
     for i, d in enumerate(rng.sample(docs, min(n, len(docs)))):
         text = dedupe.memory_text(d)
         words = text.split()
-        if i % 3 == 0:
+        longest = sorted(range(1, len(words)), key=lambda j: -len(words[j]))
+        if i % 4 == 0:
             new = text.lower().rstrip(".!?") + " !"
-        elif i % 3 == 1:
+        elif i % 4 == 1:
             new = " ".join([*words[:1], "well,", *words[1:]])
-        else:
-            k = max(range(1, len(words)), key=lambda j: len(words[j]))
-            new = " ".join(words[:k] + words[k + 1 :])
+        elif i % 4 == 2:
+            new = " ".join(w for j, w in enumerate(words) if j != longest[0])
+        else:  # a rewording: two words dropped, a filler added
+            new = " ".join(["Honestly,", *(w for j, w in enumerate(words) if j not in longest[:2])])
         pid = f"plant-{i}"
         planted[pid] = d["doc_id"]
         batch.append({"id": pid, "text": new, "metadata": d["metadata"]})
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         out["planted"] = {"pairs": len(pairs), "caught": len(hit), "recall": round(len(hit) / len(pairs), 3)}
         out["merged_not_planted"] = [r for r in out["merged"] if tuple(sorted((r["a"], r["b"]))) not in pairs]
         out["missed"] = [r for r in out["near_misses"] if tuple(sorted((r["a"], r["b"]))) in pairs]
+        band = [r for r in hit if r["jaccard"] < dedupe.JACCARD_ALONE]
+        out["planted"]["caught_by_cosine_band"] = len(band)
     mem.close()
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / f"{name}.json").write_text(json.dumps(out, ensure_ascii=False, indent=1))
