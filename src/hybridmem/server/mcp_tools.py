@@ -56,21 +56,22 @@ def _remember_messages(
 
 
 def _remember_text(
-    memory: Any, ns: str, scope: dict[str, Any], args: dict[str, Any], reconcile: bool
+    memory: Any, ns: str, scope: dict[str, Any], args: dict[str, Any], checks: dict[str, bool]
 ) -> dict[str, Any]:
     """``remember`` with ``text``: ``Memory.remember`` with the conflict check, else ``Memory.add``
-    (the scopes into its metadata); ``args``: text, id, metadata, source, embedding."""
+    (the scopes into its metadata); ``args``: text, id, metadata, source, embedding; ``checks``:
+    reconcile and dedupe."""
     text, vector = args["text"], args["embedding"]
     if text is None:
         raise ValidationError("remember needs `text` or `messages`", "text")
-    if reconcile:
+    if checks["reconcile"] or checks["dedupe"]:
         d = _vector_named(
             memory.remember,
             text,
             id=args["id"],
             metadata=args["metadata"],
             source=args["source"],
-            reconcile=True,
+            **checks,
             namespace=ns,
             vector=vector,
             **scope,
@@ -93,6 +94,11 @@ def _vector_named(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return call(*args, **kwargs)
     except ValidationError as e:
         raise common.embedding_field(e) from None
+
+
+_Dedupe = Annotated[
+    bool, Field(False, description="With `text`: skip it (NONE) if a current memory of the scope says the same.")
+]
 
 
 def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
@@ -128,6 +134,7 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
             ),
         ] = False,
         embedding: Embedding = None,
+        dedupe: _Dedupe = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
@@ -136,7 +143,7 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
             text_args = {"text": text, "id": id, "metadata": metadata, "source": source, "embedding": embedding}
             if messages is not None:
                 return _remember_messages(memory, ns, messages, scope, text_args)
-            return _remember_text(memory, ns, scope, text_args, reconcile)
+            return _remember_text(memory, ns, scope, text_args, {"reconcile": reconcile, "dedupe": dedupe})
 
     @server.tool(description="Delete memories (document ids or chunk ids) from every index.")
     def forget(

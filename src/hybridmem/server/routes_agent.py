@@ -46,6 +46,9 @@ class RememberRequest(RequestModel):
     reconcile: bool = Field(False, strict=True, description="Run the LLM conflict check first.")
     candidates: int = Field(5, ge=1, le=20, strict=True, description="Similar memories the check compares with.")
     embedding: Embedding = None
+    dedupe: bool | None = Field(
+        None, strict=True, description="Skip it (NONE) if a current memory of the scope says the same; default: server."
+    )
     namespace: Namespace = None
 
 
@@ -151,6 +154,7 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         memory (UPDATE, history kept), retracts one (DELETE, soft) or is held already (NONE)."""
         ns = p.namespace(body.namespace)
         args = body.model_dump(exclude={"namespace", "text", "embedding"})
+        args["dedupe"] = d.cfg.remember_dedupe if body.dedupe is None else body.dedupe
         try:
             decision: MemoryDecision = await d.expensive(p).write(
                 d.memory().remember, body.text, **args, vector=body.embedding, namespace=ns
