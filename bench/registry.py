@@ -252,6 +252,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("planted", "recall"), ("pairs_compared",)),
     ),
     Bench(
+        "turn_legs_loo",
+        "benchmark",
+        "the conversation legs' weights (centering, feedback, substance, time) chosen leave-one-conversation-out, nDCG@10 by category",
+        "LoCoMo (shared, 6 conversations, 1,155 questions), the eval cache's e5 index",
+        "the product's default and plain hybrid, same process; paired randomization p",
+        "5 (299 s recorded)",
+        R + "turn-legs-loo.json",
+        "turn-legs-loo.json",
+        (("ndcg@10", "leave-one-conversation-out", "all"), ("ndcg@10", "default", "all")),
+    ),
+    Bench(
         "cli_startup",
         "benchmark",
         "wall time of hybridmem --help, search --help, bm25/hybrid search (local, via serve)",
