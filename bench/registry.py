@@ -241,6 +241,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("p50_added_ms",), ("step_ms", "p50_ms")),
     ),
     Bench(
+        "dedupe",
+        "benchmark",
+        "near-duplicate rule: pairs by token overlap and cosine, merges that are not duplicates, planted variants caught",
+        "a copy of an embedded store (LoCoMo, e5), a BEIR corpus slice (SciFact, PIAF-fr, XQuAD-zh; hash) or the demo",
+        "planted near duplicates (--plant N) and every merged pair read by eye",
+        "< 1 (11 s LoCoMo recorded)",
+        R + "dedupe/<name>.json",
+        "dedupe/locomo.json",
+        (("planted", "recall"), ("pairs_compared",)),
+    ),
+    Bench(
         "cli_startup",
         "benchmark",
         "wall time of hybridmem --help, search --help, bm25/hybrid search (local, via serve)",

@@ -38,6 +38,8 @@ MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 MAX_METADATA_VALUE_CHARS = 4096
 MAX_METADATA_KEYS = 256
+#: the longest precomputed vector a write takes (pgvector's limit); its dimension must be the store's
+MAX_VECTOR_DIM = 16_000
 #: the least confidence (1 - charset-normalizer's "chaos" ratio) a detected encoding must reach
 MIN_ENCODING_CONFIDENCE = 0.9
 

@@ -191,7 +191,12 @@ def _apply(
         merged = {**old["metadata"], **meta}
         when = occurred_at if occurred_at is not None else old.get("occurred_at")
         out.id = d.target_id
-        out.report = mem.update(d.target_id, d.text, metadata=merged, namespace=ns, occurred_at=when, reason=why)
+        # a precomputed vector is of the statement: kept only when the model wrote the statement as it is
+        same = prepared.vectors is not None and prepared.chunks == [d.text.strip()]
+        vector = prepared.vectors[0] if same and prepared.vectors is not None else None
+        out.report = mem.update(
+            d.target_id, d.text, metadata=merged, namespace=ns, occurred_at=when, reason=why, vector=vector
+        )
     elif d.event == "DELETE":
         assert d.target_id is not None
         mem.forget(d.target_id, namespace=ns, reason=f"{why} (retracted by: {d.text[:300]})"[:1300])

@@ -7,7 +7,7 @@ import codecs
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ __all__ = [
     "check_namespace",
     "check_size",
     "check_text",
+    "check_vector",
     "common_root",
     "FileBatch",
     "ingest_path",
@@ -144,6 +145,39 @@ def check_id(ident: str, field: str = "id") -> str:
     return ident.strip()
 
 
+def check_vector(value: Any, dim: int, embedder: str | None, where: str = "vector") -> np.ndarray:
+    """A precomputed vector as the store keeps its embedder's: a list of numbers or a 1-D numeric
+    array of ``dim`` values, finite, not all zero; returned L2-normalised float32 (ValidationError
+    naming ``where`` otherwise)."""
+    if isinstance(value, np.ndarray):
+        arr = value
+    elif isinstance(value, (list, tuple)):
+        if len(value) > config.MAX_VECTOR_DIM:
+            raise ValidationError(f"{len(value)} values, more than {config.MAX_VECTOR_DIM}", field=where)
+        if not all(isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in value):
+            raise ValidationError("must be a list of numbers", field=where)
+        arr = np.asarray(value, dtype=np.float64)
+    else:
+        raise ValidationError(
+            f"must be a list of numbers or a 1-D numpy array, got {type(value).__name__}", field=where
+        )
+    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        raise ValidationError(f"must be 1-D and numeric, got shape {arr.shape} of {arr.dtype}", field=where)
+    if arr.shape[0] != dim:
+        raise ValidationError(
+            f"dimension {arr.shape[0]}, but the store's embedder {embedder or '?'} gives vectors of dimension {dim}",
+            field=where,
+        )
+    arr = arr.astype(np.float64)
+    if not np.isfinite(arr).all():
+        raise ValidationError("values must be finite (no NaN or infinity)", field=where)
+    scale = float(np.abs(arr).max())
+    if scale == 0.0:
+        raise ValidationError("an all-zero vector has no direction", field=where)
+    arr = arr / scale  # no overflow in the norm of huge values
+    return (arr / np.linalg.norm(arr)).astype(np.float32)
+
+
 def _context(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
@@ -183,6 +217,21 @@ class Preparer:
 
     chunk_size: int | None = config.DEFAULT_CHUNK_SIZE
     chunk_overlap: int = config.DEFAULT_CHUNK_OVERLAP
+    #: the store's embedder and its dimension, asked only for a document with a precomputed vector
+    vector_dim: Callable[[], tuple[str | None, int]] | None = field(default=None, compare=False)
+
+    def _vector(self, value: Any, n_chunks: int) -> np.ndarray:
+        """A document's precomputed vector, checked (:func:`check_vector`), as one row per chunk."""
+        if n_chunks != 1:
+            raise ValidationError(
+                f"a vector is of one chunk, and this text makes {n_chunks} (chunk_size {self.chunk_size}): "
+                "give it without a vector, split it, or use a larger chunk_size",
+                field="vector",
+            )
+        if self.vector_dim is None:
+            raise ValidationError("this memory takes no precomputed vectors", field="vector")
+        name, dim = self.vector_dim()
+        return check_vector(value, dim, name)[None, :]
 
     def prepare(self, doc: Document | dict[str, Any]) -> PreparedDocument:
         """Validate one document and chunk, tokenize and hash it (raises ValidationError)."""
@@ -219,6 +268,11 @@ class Preparer:
             ).encode()
         ).hexdigest()
         chunks = chunk_text(text, self.chunk_size, self.chunk_overlap)
+        vectors = None if doc.vector is None else self._vector(doc.vector, len(chunks))
+        if vectors is not None:  # a new vector is new content: the write replaces the stored one
+            content_hash = hashlib.sha256(
+                f"{content_hash}:{hashlib.sha256(vectors.tobytes()).hexdigest()}".encode()
+            ).hexdigest()
         ctx = _context(doc.context)
         given = doc.metadata.get("lang")
         lang = given if isinstance(given, str) and given in _LANGS else detect_language(text)
@@ -235,6 +289,7 @@ class Preparer:
             # the vector is of context + text: a chunk keeps its vector only when both are unchanged
             text_hashes=[hashlib.sha256((f"{ctx}\n{c}" if ctx else c).encode()).hexdigest() for c in chunks],
             context=ctx,
+            vectors=vectors,
         )
 
     def keyed(self, doc: dict[str, Any], key: str, holder: Callable[[str], str | None]) -> PreparedDocument:
@@ -257,12 +312,14 @@ class Preparer:
         there (its source and the reason); without, it raises."""
         batch: list[PreparedDocument] = []
         chars = 0
-        for d in docs:
+        for n, d in enumerate(docs):
             try:
                 batch.append(self.prepare(d))
             except ValidationError as e:
+                if e.field == "vector":  # which document's, in a batch
+                    e = ValidationError(str(e).removeprefix("vector: "), field=f"documents[{n}].vector")
                 if skipped is None:
-                    raise
+                    raise e from None
                 ident = d.get("id") if isinstance(d, dict) else d.id
                 src = d.get("source") if isinstance(d, dict) else d.source
                 entry = {"path": str(src or ident or "?"), "reason": str(e)}

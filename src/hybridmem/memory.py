@@ -102,7 +102,7 @@ class Memory(AgentMethods, AsyncMethods):
         reranker_choice = check_reranker(reranker)
         self.path = str(path if path is not None else config.DEFAULT_DB)
         self.namespace = check_namespace(namespace)
-        self.preparer = Preparer(chunk_size, chunk_overlap)
+        self.preparer = Preparer(chunk_size, chunk_overlap, vector_dim=self._vector_dim)
         self.auto_embed = auto_embed
         self.exact_threshold = exact_threshold
         spec = embedder if embedder is not None else config.DEFAULT_EMBEDDER
@@ -144,6 +144,15 @@ class Memory(AgentMethods, AsyncMethods):
 
     def _check_embedder(self, emb: Embedder) -> None:
         check_embedder(self.store, emb.name, emb.dim)
+
+    def _vector_dim(self) -> tuple[str | None, int]:
+        """The store's embedder and the dimension of its vectors, which a precomputed vector must
+        have. A store that has not recorded the dimension yet learns it from the embedder, loaded
+        once (its ``embed`` is not called; an OpenAI-compatible one without ``dim`` sends one probe)."""
+        name, dim = self.store.embedder_info()
+        if dim is None:
+            dim = self.embedders.query_model.dim  # checked against the store, which records it
+        return name or self.embedders.name, int(dim)
 
     def _ns(self, namespace: str | None) -> str:
         return self.namespace if namespace is None else check_namespace(namespace)
@@ -196,16 +205,22 @@ class Memory(AgentMethods, AsyncMethods):
         namespace: str | None = None,
         occurred_at: str | float | None = None,
         key: str | None = None,
+        vector: Any = None,
     ) -> IngestReport:
         """Store one memory or document. Same id + same content = no-op; same id + new content = update.
         ``occurred_at``: when it happened (ISO 8601 or epoch seconds; naive = UTC; default now).
         ``key`` (e.g. ``user.city``): the memory holding that key in this scope (metadata ``user_id``,
-        ``agent_id``) is superseded by this one and kept in the history (``history``)."""
+        ``agent_id``) is superseded by this one and kept in the history (``history``). ``vector``: the
+        text's vector, precomputed with the store's embedder (list of floats or 1-D array; the text
+        must be one chunk): stored at once, the model is not called (docs/recipes.md)."""
         doc = {"text": text, "id": id, "metadata": metadata or {}, "source": source, "occurred_at": occurred_at}
-        if key is None:
-            return self.add_documents([doc], namespace=namespace)  # validated by the preparer: our errors
+        if vector is not None:
+            doc["vector"] = vector
         ns = self._ns(namespace)
-        prepared = self.preparer.keyed(doc, key, lambda mem_key: self.store.key_holder(ns, mem_key))
+        if key is None:
+            prepared = self.preparer.prepare(doc)  # validated by the preparer: our errors
+        else:
+            prepared = self.preparer.keyed(doc, key, lambda mem_key: self.store.key_holder(ns, mem_key))
         return self._write(ns, [prepared], count_pending=True)
 
     def add_documents(
@@ -221,7 +236,8 @@ class Memory(AgentMethods, AsyncMethods):
         than 8 MB of text) is one transaction. Every document is validated before
         its batch is written, so a bad one fails its batch cleanly and loses nothing already stored.
         With ``skip_invalid`` an invalid document is left out and listed in ``report.skipped``
-        (with its source and the reason) instead of failing the call."""
+        (with its source and the reason) instead of failing the call. A document's ``vector``
+        (precomputed, as in :meth:`add`) is checked too; a bad one is named ``documents[N].vector``."""
         ns = self._ns(namespace)
         report = IngestReport()
         for batch in self.preparer.batches(docs, batch_size, report.skipped if skip_invalid else None):
@@ -262,17 +278,20 @@ class Memory(AgentMethods, AsyncMethods):
         occurred_at: str | float | None = None,
         keep_history: bool = True,
         reason: str | None = None,
+        vector: Any = None,
     ) -> IngestReport:
         """Replace an existing memory's text (and metadata/source when given) and re-index it. The
         version it replaces is kept in its history (``keep_history=False`` drops it): searches see the
-        new one, ``as_of`` an earlier time sees the old one, ``history(id)`` lists both."""
+        new one, ``as_of`` an earlier time sees the old one, ``history(id)`` lists both. ``vector``:
+        the new text's precomputed vector (as in :meth:`add`); without one, a changed chunk is
+        embedded again by the worker."""
         ns = self._ns(namespace)
         old = self.store.get_document(ns, check_id(id))
         if old is None or old.get("valid_to") is not None:
             raise NotFoundError(f"no document {id!r} in namespace {ns!r}")
         meta = old["metadata"] if metadata is None else metadata
         src = old["source"] if source is None else source
-        doc = {"text": text, "id": id, "metadata": meta, "source": src, "occurred_at": occurred_at}
+        doc = {"text": text, "id": id, "metadata": meta, "source": src, "occurred_at": occurred_at, "vector": vector}
         prepared = self.preparer.prepare(doc)
         prepared.keep_history, prepared.reason = keep_history, reason or "updated"
         return self._write(ns, [prepared], count_pending=True)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from . import conflicts, conversation
+from . import dedupe as dd
 from .conversation import check_scopes
 from .errors import NotFoundError, ValidationError
 from .ingest import check_id
@@ -28,6 +29,9 @@ class _Host(conflicts.Writes, conversation.Writes, Protocol):
     @property
     def searcher(self) -> Searcher: ...
     def _ns(self, namespace: str | None) -> str: ...
+    def list(
+        self, cursor: str | None = None, limit: int = 100, *, namespace: str | None = None, **fields: Any
+    ) -> MemoryPage: ...
 
 
 class AgentMethods:
@@ -47,6 +51,8 @@ class AgentMethods:
         namespace: str | None = None,
         reconcile: bool = False,
         candidates: int = 5,
+        vector: Any = None,
+        dedupe: bool = False,
     ) -> MemoryDecision:
         """Store a statement of a user's or agent's memory (the scopes go into its metadata). With
         ``reconcile`` (needs an LLM), the ``candidates`` most similar current memories of the same
@@ -54,17 +60,26 @@ class AgentMethods:
         (UPDATE: a new version, the old kept in the history), retracts one (DELETE: a soft delete,
         kept in the history) or is held already (NONE: nothing written). Each decision's reason
         goes into the history of the memory it wrote; a model that fails or names a memory it was
-        not shown ends in ADD: the statement is never lost. Validated before the model is asked."""
+        not shown ends in ADD: the statement is never lost. Validated before the model is asked.
+        ``vector``: the statement's precomputed vector (as in ``add``), stored when it is written as
+        given (ADD, or an UPDATE to the statement as it is); another text the model writes is embedded.
+        With ``dedupe``, a current memory of the same scope saying the same (equal normalized text,
+        or nearly: :mod:`hybridmem.dedupe`) makes it NONE naming that memory, before any model."""
         ns = self._ns(namespace)
         check_scopes(session_id, user_id, agent_id, session_required=False)
         scopes = {"user_id": user_id, "agent_id": agent_id, "session_id": session_id}
         meta = {**(metadata or {}), **{k: v for k, v in scopes.items() if v is not None}}
-        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at}
+        doc = {"text": text, "id": id, "metadata": meta, "source": source, "occurred_at": occurred_at, "vector": vector}
         prepared = self.preparer.prepare(doc)
         if isinstance(candidates, bool) or not isinstance(candidates, int) or not 1 <= candidates <= 20:
             raise ValidationError(f"must be an integer from 1 to 20, got {candidates!r}", field="candidates")
         if reconcile and self.llm is None:
             raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
+        if not isinstance(dedupe, bool):
+            raise ValidationError(f"must be true or false, got {dedupe!r}", field="dedupe")
+        held = dd.find_match(self, ns, text, meta, exclude=id) if dedupe else None  # id given: its own is an update
+        if held is not None:
+            return dd.decision(held)
         return conflicts.reconcile(
             self,
             ns,
@@ -120,6 +135,17 @@ class AgentMethods:
             rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
             out.append(rec)
         return out
+
+    def find_duplicates(self: _Host, *, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The groups of near duplicates among the current memories (:mod:`hybridmem.dedupe`), each
+        ``{"keep": ..., "drop": [...]}``: the newest by recorded time kept. Nothing is written."""
+        return [g.as_dict() for g in dd.find_groups(self, self._ns(namespace))]
+
+    def dedupe(self: _Host, *, apply: bool = False, namespace: str | None = None) -> dict[str, Any]:
+        """``find_duplicates``, and with ``apply`` each group's older memories forgotten (a soft
+        delete, the reason "near duplicate of ID (dedup)" in their history)."""
+        ns = self._ns(namespace)
+        return dd.run(self, ns, apply=apply)
 
     def list(
         self: _Host, cursor: str | None = None, limit: int = 100, *, namespace: str | None = None, **fields: Any

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .models import Answer, Document, IngestReport, MemoryPage, QueryRequest, QueryResponse
+from .models import Answer, Document, IngestReport, MemoryDecision, MemoryPage, QueryRequest, QueryResponse
 
 __all__ = ["AsyncMethods"]
 
@@ -36,6 +36,10 @@ class _Sync(Protocol):
     def delete(self) -> Callable[..., list[str]]: ...
     @property
     def list(self) -> Callable[..., MemoryPage]: ...
+    @property
+    def remember(self) -> Callable[..., MemoryDecision]: ...
+    @property
+    def dedupe(self) -> Callable[..., dict[str, Any]]: ...
 
 
 class AsyncMethods:
@@ -62,3 +66,9 @@ class AsyncMethods:
 
     async def alist(self: _Sync, cursor: str | None = None, limit: int = 100, **kwargs: Any) -> MemoryPage:
         return await _to_thread(self.list, cursor, limit, **kwargs)
+
+    async def aremember(self: _Sync, text: str, **kwargs: Any) -> MemoryDecision:
+        return await _to_thread(self.remember, text, **kwargs)
+
+    async def adedupe(self: _Sync, **kwargs: Any) -> dict[str, Any]:
+        return await _to_thread(self.dedupe, **kwargs)

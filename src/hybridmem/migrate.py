@@ -26,12 +26,10 @@ import numpy as np
 
 from .errors import StoreError, ValidationError
 from .store import display_target, open_store
-from .store.base import PreparedDocument
 from .text.tokenize import query_tokens
+from .transfer import import_records, records
 
 __all__ = ["migrate", "MigrationReport"]
-
-BATCH_DOCS = 200
 
 
 @dataclass
@@ -64,131 +62,6 @@ def _counts(store: Any, ns: str) -> dict[str, int]:
     return {**store.counts(ns), **_graph_counts(store, ns)}
 
 
-def _copy_documents(src: Any, dst: Any, ns: str, progress: Callable[[int], None] | None) -> dict[int, int]:
-    """Documents, chunks and vectors; returns source chunk rowid -> destination rowid."""
-    rowmap: dict[int, int] = {}
-    batch: list[tuple[PreparedDocument, list[tuple[Any, ...]]]] = []
-    times = src.export_times(ns)  # occurred/recorded/valid_to, versions, keys, reasons; chunk context
-
-    def flush() -> None:
-        if not batch:
-            return
-        dst.write_documents(ns, [d for d, _ in batch])
-        # the write stamped them as new and current: give back their times, and retired versions their retirement
-        dst.restore_times(ns, {d.doc_id: times[d.doc_id] for d, _ in batch if d.doc_id in times})
-        chunks = [c for _, cs in batch for c in cs]
-        new = dst.rowids_for(ns, [c[1] for c in chunks])
-        for c in chunks:
-            rowmap[int(c[0])] = int(new[c[1]])
-        ids, mat = src.vectors_for([int(c[0]) for c in chunks])
-        if len(ids):
-            hashes = {int(c[0]): c[3] for c in chunks}
-            dst.store_vectors([(rowmap[int(r)], hashes[int(r)], mat[i]) for i, r in enumerate(ids.tolist())])
-        if progress:
-            progress(len(batch))
-        batch.clear()
-
-    for d in src.export_documents(ns):
-        chunks = d["chunks"]
-        if not chunks:
-            continue
-        batch.append(
-            (
-                PreparedDocument(
-                    doc_id=d["doc_id"],
-                    source=d["source"],
-                    metadata=d["metadata"],
-                    content_hash=d["content_hash"],
-                    chunks=[c[2] for c in chunks],
-                    tokens=[c[5] for c in chunks],
-                    langs=[c[4] for c in chunks],
-                    text_hashes=[c[3] for c in chunks],
-                    chunk_ids=[c[1] for c in chunks],
-                    context=times.get(d["doc_id"], (None,) * 8)[-1],
-                ),
-                chunks,
-            )
-        )
-        if len(batch) >= BATCH_DOCS:
-            flush()
-    flush()
-    return rowmap
-
-
-def _copy_graph(src: Any, dst: Any, ns: str, rowmap: dict[int, int]) -> None:
-    """Entities, mentions, relations with their sources, extracted chunks, communities, state —
-    through the portable SQL both stores speak (``?`` placeholders, ``snapshot``/``_tx``)."""
-    if not src.has_graph(ns):
-        return
-    src_ns = src.namespace_id(ns)
-    with src.snapshot() as r:
-        ents = r.execute(
-            "SELECT id, key, name, type, description, prov_hash, stale FROM graph_entities WHERE ns_id=? ORDER BY id",
-            (src_ns,),
-        ).fetchall()
-        mentions = r.execute(
-            "SELECT entity_id, chunk_rowid, count FROM graph_mentions WHERE ns_id=?", (src_ns,)
-        ).fetchall()
-        rels = r.execute(
-            "SELECT id, src, dst, type, description FROM graph_relations WHERE ns_id=? ORDER BY id", (src_ns,)
-        ).fetchall()
-        sources = r.execute(
-            "SELECT relation_id, chunk_rowid, weight FROM graph_relation_sources WHERE ns_id=?", (src_ns,)
-        ).fetchall()
-        gchunks = r.execute(
-            "SELECT chunk_rowid, extractor, extracted_at FROM graph_chunks WHERE ns_id=?", (src_ns,)
-        ).fetchall()
-        comms = r.execute(
-            "SELECT community_id, level, parent, members, fingerprint, title, summary, chunk_ids, "
-            "importance, summary_model, summarized_at FROM graph_communities WHERE ns_id=?",
-            (src_ns,),
-        ).fetchall()
-        state = r.execute("SELECT version, built_at, params FROM graph_state WHERE ns_id=?", (src_ns,)).fetchone()
-    with dst._wlock, dst._tx() as w:
-        dst_ns = dst.namespace_id(ns, w)
-        emap: dict[int, int] = {}
-        for eid, key, name, typ, desc, ph, stale in ents:
-            w.execute(
-                "INSERT INTO graph_entities (ns_id, key, name, type, description, prov_hash, stale) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (dst_ns, key, name, typ, desc, ph, stale),
-            )
-            emap[eid] = int(
-                w.execute("SELECT id FROM graph_entities WHERE ns_id=? AND key=?", (dst_ns, key)).fetchone()[0]
-            )
-        w.executemany(
-            "INSERT INTO graph_mentions (ns_id, entity_id, chunk_rowid, count) VALUES (?, ?, ?, ?)",
-            [(dst_ns, emap[e], rowmap[c], n) for e, c, n in mentions if c in rowmap],
-        )
-        relmap: dict[int, int] = {}
-        for rid, s, d, typ, desc in rels:
-            w.execute(
-                "INSERT INTO graph_relations (ns_id, src, dst, type, description) VALUES (?, ?, ?, ?, ?)",
-                (dst_ns, emap[s], emap[d], typ, desc),
-            )
-            relmap[rid] = int(
-                w.execute(
-                    "SELECT id FROM graph_relations WHERE ns_id=? AND src=? AND dst=? AND type=?",
-                    (dst_ns, emap[s], emap[d], typ),
-                ).fetchone()[0]
-            )
-        w.executemany(
-            "INSERT INTO graph_relation_sources (ns_id, relation_id, chunk_rowid, weight) VALUES (?, ?, ?, ?)",
-            [(dst_ns, relmap[rid], rowmap[c], wt) for rid, c, wt in sources if c in rowmap],
-        )
-        w.executemany(
-            "INSERT INTO graph_chunks (chunk_rowid, ns_id, extractor, extracted_at) VALUES (?, ?, ?, ?)",
-            [(rowmap[c], dst_ns, ex, at) for c, ex, at in gchunks if c in rowmap],
-        )
-        w.executemany(
-            "INSERT INTO graph_communities VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [(dst_ns, *c) for c in comms]
-        )
-        if state is not None:
-            w.execute(
-                "INSERT INTO graph_state (ns_id, version, built_at, params) VALUES (?, ?, ?, ?)", (dst_ns, *state)
-            )
-
-
 def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, float]]:
     """Exact top-k (rowid, cosine similarity)."""
     if store.capabilities.native_search:
@@ -201,7 +74,7 @@ def _exact_dense(store: Any, ns: str, q: np.ndarray, k: int) -> list[tuple[int, 
     return [(int(rowids[i]), float(sims[i])) for i in order]
 
 
-def _same_top(a: list[tuple[int, float]], b: list[tuple[int, float]], tol: float) -> bool:
+def _same_top(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: float) -> bool:
     """The same top-k: equal scores (within ``tol``), and the same chunks above the cut-off score
     (chunks tied at the cut-off may differ: either side's pick is a correct top-k)."""
     if len(a) != len(b) or any(abs(x - y) > tol for (_, x), (_, y) in zip(a, b)):
@@ -212,18 +85,22 @@ def _same_top(a: list[tuple[int, float]], b: list[tuple[int, float]], tol: float
     return {r for r, s in a if s > cut} == {r for r, s in b if s > cut}
 
 
-def _verify(
-    src: Any, dst: Any, ns: str, rowmap: dict[int, int], report: MigrationReport, n_queries: int, seed: int
-) -> None:
+def _chunk_ids(store: Any, ns: str, hits: list[tuple[int, float]]) -> list[tuple[str, float]]:
+    rows = store.fetch([r for r, _ in hits], ns)
+    return [(rows[r].chunk_id if r in rows else f"?{r}", sc) for r, sc in hits]
+
+
+def _verify(src: Any, dst: Any, ns: str, report: MigrationReport, n_queries: int, seed: int) -> None:
+    """Counts equal, and the same top-10 on both sides (chunks named by chunk id: rowids are each store's)."""
     a, b = _counts(src, ns), _counts(dst, ns)
     for key in a:
         if a[key] != b.get(key):
             report.mismatches.append(f"{ns}: {key} {a[key]} in the source, {b.get(key)} in the destination")
-    if not rowmap:
+    rowids = [int(r) for r in src.filter_rowids(ns, None)]
+    if not rowids:
         return
     rng = random.Random(seed)
-    sample = rng.sample(sorted(rowmap), min(n_queries, len(rowmap)))
-    inv = {v: k for k, v in rowmap.items()}
+    sample = rng.sample(sorted(rowids), min(n_queries, len(rowids)))
     texts = src.fetch(sample)
     for rid in sample:
         words = texts[rid].text.split()
@@ -231,15 +108,15 @@ def _verify(
         terms = query_tokens(" ".join(words[start : start + 8]))
         if not terms:
             continue
-        s_hits = src.bm25(ns, terms, None, 10)  # FTS5 on SQLite, the SQL BM25 on PostgreSQL
-        d_hits = [(inv.get(r, -1), s) for r, s in dst.bm25(ns, terms, None, 10)]
+        s_hits = _chunk_ids(src, ns, src.bm25(ns, terms, None, 10))  # FTS5 on SQLite, the SQL BM25 on PostgreSQL
+        d_hits = _chunk_ids(dst, ns, dst.bm25(ns, terms, None, 10))
         report.queries_checked += 1
         if not _same_top(s_hits, d_hits, 1e-6):
             report.mismatches.append(f"{ns}: BM25 top-10 differs for {' '.join(words[start : start + 8])!r}")
     ids, mat = src.vectors_for(sample)
     for i, rid in enumerate(ids.tolist()):
-        s_top = _exact_dense(src, ns, mat[i], 10)
-        d_top = [(inv.get(r, -1), s) for r, s in _exact_dense(dst, ns, mat[i], 10)]
+        s_top = _chunk_ids(src, ns, _exact_dense(src, ns, mat[i], 10))
+        d_top = _chunk_ids(dst, ns, _exact_dense(dst, ns, mat[i], 10))
         report.queries_checked += 1
         if not _same_top(s_top, d_top, 1e-5):
             report.mismatches.append(f"{ns}: dense top-10 differs for the vector of chunk rowid {rid}")
@@ -287,15 +164,13 @@ def migrate(
             raise StoreError(f"the destination was built with {d_name}, the source with {name}")
         if name:
             dst.set_embedder(name, dim, reset_vectors=False)
+        # the export's records, piped: documents with their vectors, then each namespace's graph
+        recs = records(src, names, vectors=True, graph=True, source=report.source)
+        import_records(recs, dst, progress=progress)
         for ns in names:
-            # (the cast: mypy cannot infer a lambda with a default argument here)
-            rowmap = _copy_documents(
-                src, dst, ns, cast("Callable[[int], None]", lambda n, ns=ns: progress(ns, n)) if progress else None
-            )
-            _copy_graph(src, dst, ns, rowmap)
             report.namespaces[ns] = _counts(dst, ns)
             if verify_queries:
-                _verify(src, dst, ns, rowmap, report, verify_queries, seed)
+                _verify(src, dst, ns, report, verify_queries, seed)
     finally:
         src.close()
         dst.close()

@@ -26,4 +26,5 @@ class MemoryWrites(Protocol):
         namespace: str | None = None,
         occurred_at: str | float | None = None,
         reason: str | None = None,
+        vector: Any = None,
     ) -> IngestReport: ...

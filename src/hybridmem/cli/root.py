@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "admin",
         "Every version of a memory, oldest first: when it occurred, was recorded and stopped being current, and why.",
     ),
+    "dedup": ("dedup", "Group the near duplicates of each scope; --apply forgets all but the newest of each group."),
     "stats": ("admin", "Documents, chunks, vectors, chunks still waiting for vectors, embedder, size."),
     "embed": ("admin", "Compute the vectors of every chunk still waiting in the queue."),
     "reembed": ("admin", "Switch the store to another embedder and recompute every vector."),
@@ -41,6 +42,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "admin",
         "Copy namespaces, documents, chunks, embeddings and the graph between backends, then verify counts and "
         "identical top-10 results on sample queries.",
+    ),
+    "export": (
+        "transfer",
+        "Write memories as versioned JSON Lines: documents, metadata, scopes, every version, optionally vectors and graph.",
+    ),
+    "import": (
+        "transfer",
+        "Import an export file into --db (SQLite file or PostgreSQL URL); checked whole first, idempotent.",
     ),
     "check": (
         "admin",

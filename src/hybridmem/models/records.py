@@ -34,6 +34,10 @@ class Document(BaseModel):
     #: words that find this memory without being part of it (indexed by BM25 and embedded with it,
     #: never returned): a message's previous message, so that "Yes, in May!" meets its question
     context: str | None = Field(default=None, max_length=config.MAX_CONTEXT_CHARS)
+    #: a precomputed vector of the text as stored (a list of floats or a 1-D numpy array), of the
+    #: store's embedder's dimension: stored as it is (L2-normalised), the model never called for it.
+    #: Only for a text that is one chunk; checked when the document is written
+    vector: Any = None
 
     @field_validator("occurred_at")
     @classmethod

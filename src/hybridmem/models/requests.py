@@ -71,6 +71,16 @@ TopK = Annotated[int, Field(ge=1, le=config.MAX_TOP_K)]
 #: a metadata filter (``{"environment": "production", "severity": {"$gte": 3}}``); {} = none
 MetadataFilter = Annotated[dict[str, Any], Field(default_factory=dict)]
 QueryId = Annotated[str, Field(max_length=256)]
+#: a precomputed vector of a memory's text (numbers, finite; its dimension checked against the
+#: store's embedder when the memory is written); None = embedded by the server's model
+Embedding = Annotated[
+    list[Annotated[float, Field(strict=True, allow_inf_nan=False)]] | None,
+    Field(
+        min_length=1,
+        max_length=config.MAX_VECTOR_DIM,
+        description="Precomputed vector of the text (the store's embedder, its dimension; the text one chunk).",
+    ),
+]
 
 
 class RequestModel(BaseModel):

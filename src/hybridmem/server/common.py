@@ -98,6 +98,17 @@ def dotted(e: ValidationError) -> ValidationError:
     return ValidationError(str(e).removeprefix(f"{field}: "), field=re.sub(r"\[(\d+)\]", r".\1", field))
 
 
+def embedding_field(e: ValidationError, batch: str | None = None) -> ValidationError:
+    """``e`` with a precomputed vector named as the HTTP API and the MCP tools take it: the core's
+    ``vector`` is ``embedding``, ``documents[3].vector`` is ``{batch}.3.embedding``."""
+    field = e.field or ""
+    m = re.fullmatch(r"(?:documents\[(\d+)\]\.)?vector", field)
+    if m is None:
+        return e
+    named = f"{batch}.{m.group(1)}.embedding" if batch and m.group(1) is not None else "embedding"
+    return ValidationError(str(e).removeprefix(f"{field}: "), field=named)
+
+
 def supersede(memory: Any, doc_id: str, new: str | dict[str, Any], *, namespace: str, reason: str | None) -> Any:
     """``memory.supersede``; a problem with the new message is named ``message.FIELD`` (the core
     validates it as ``messages[0]``)."""

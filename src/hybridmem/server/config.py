@@ -96,6 +96,9 @@ class ServerConfig:
     graph_job_timeout: float = 3600.0
     #: graph jobs waiting to start (one runs at a time); past it -> 429
     max_graph_jobs: int = 16
+    #: ``POST /v1/remember`` and the MCP ``remember`` tool skip a statement a current memory of its
+    #: scope already says (``dedupe``, docs/agent-memory.md) when the request does not say
+    remember_dedupe: bool = False
     #: ``debug``, ``info`` (one line per request), ``warning``, ``error``, ``critical``
     log_level: str = "info"
     #: ``text`` (key=value) or ``json`` (one object per line), on stderr

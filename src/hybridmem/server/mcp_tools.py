@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from pydantic import Field
 
 from ..errors import HybridMemError, ValidationError
-from ..models import ContextWindow, HybridParams, IngestReport, Message, TimeRange
+from ..models import ContextWindow, Embedding, HybridParams, IngestReport, Message, TimeRange
 from ..models import Namespace as _Namespace
 from . import common
 
@@ -55,6 +55,52 @@ def _remember_messages(
     return {"ids": ids, "session_id": scope["session_id"], "namespace": ns, **report.model_dump()}
 
 
+def _remember_text(
+    memory: Any, ns: str, scope: dict[str, Any], args: dict[str, Any], checks: dict[str, bool]
+) -> dict[str, Any]:
+    """``remember`` with ``text``: ``Memory.remember`` with the conflict check, else ``Memory.add``
+    (the scopes into its metadata); ``args``: text, id, metadata, source, embedding; ``checks``:
+    reconcile and dedupe."""
+    text, vector = args["text"], args["embedding"]
+    if text is None:
+        raise ValidationError("remember needs `text` or `messages`", "text")
+    if checks["reconcile"] or checks["dedupe"]:
+        d = _vector_named(
+            memory.remember,
+            text,
+            id=args["id"],
+            metadata=args["metadata"],
+            source=args["source"],
+            **checks,
+            namespace=ns,
+            vector=vector,
+            **scope,
+        )
+        report = (d.report or IngestReport()).model_dump()
+        return {"namespace": ns, **d.model_dump(exclude={"report"}), **report}
+    if scope["session_id"] is not None:
+        raise ValidationError("`session_id` goes with `messages` (a text has no turn in a conversation)", "session_id")
+    meta = {**(args["metadata"] or {}), **{k: v for k, v in scope.items() if v is not None}}
+    added = _vector_named(
+        memory.add, text, id=args["id"], metadata=meta, source=args["source"], namespace=ns, vector=vector
+    )
+    ids = added.added + added.updated + added.unchanged
+    return {"id": ids[0] if ids else args["id"], "namespace": ns, **added.model_dump()}
+
+
+def _vector_named(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call``, a bad precomputed vector named ``embedding`` as the tool takes it."""
+    try:
+        return call(*args, **kwargs)
+    except ValidationError as e:
+        raise common.embedding_field(e) from None
+
+
+_Dedupe = Annotated[
+    bool, Field(False, description="With `text`: skip it (NONE) if a current memory of the scope says the same.")
+]
+
+
 def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
     @server.tool(
         description="Store a memory (fact, note, document). Same id + same text is a no-op; "
@@ -87,30 +133,17 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
                 "memory of the scope (UPDATE, history kept), retracts one (DELETE, soft) or is known (NONE).",
             ),
         ] = False,
+        embedding: Embedding = None,
+        dedupe: _Dedupe = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
             ns = ns_of(namespace)
             scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
-            if reconcile and messages is None and text is not None:
-                d = memory.remember(
-                    text, id=id, metadata=metadata, source=source, reconcile=True, namespace=ns, **scope
-                )
-                report = (d.report or IngestReport()).model_dump()
-                return {"namespace": ns, **d.model_dump(exclude={"report"}), **report}
+            text_args = {"text": text, "id": id, "metadata": metadata, "source": source, "embedding": embedding}
             if messages is not None:
-                text_args = {"text": text, "id": id, "metadata": metadata, "source": source}
                 return _remember_messages(memory, ns, messages, scope, text_args)
-            if text is None:
-                raise ValidationError("remember needs `text` or `messages`", "text")
-            if session_id is not None:
-                raise ValidationError(
-                    "`session_id` goes with `messages` (a text has no turn in a conversation)", "session_id"
-                )
-            meta = {**(metadata or {}), **{k: v for k, v in scope.items() if v is not None}}
-            report = memory.add(text, id=id, metadata=meta, source=source, namespace=ns)
-        ids = report.added + report.updated + report.unchanged
-        return {"id": ids[0] if ids else id, "namespace": ns, **report.model_dump()}
+            return _remember_text(memory, ns, scope, text_args, {"reconcile": reconcile, "dedupe": dedupe})
 
     @server.tool(description="Delete memories (document ids or chunk ids) from every index.")
     def forget(

@@ -1,16 +1,18 @@
-"""The introspection routes: ``/v1/stats`` (per namespace), ``/healthz`` (liveness, no key) and
-``/metrics`` (Prometheus)."""
+"""The introspection routes: ``/v1/stats`` (per namespace), ``/healthz`` (liveness, no key),
+``/metrics`` (Prometheus) and ``/v1/export`` (the export file, streamed; admin keys only)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse
+from fastapi import FastAPI, Query
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel
 
 from .. import __version__
+from ..errors import NotFoundError
 from ..models import Stats, WorkerStatus
+from .auth import ForbiddenError
 from .metrics import CONTENT_TYPE
 from .routing import Caller, Deps, NamespaceQuery, error_responses
 
@@ -38,7 +40,47 @@ def _worker_status(mem: Any) -> WorkerStatus | None:
         return None
 
 
+def _export_lines(mem: Any, names: list[str], vectors: bool, graph: bool) -> Any:
+    """The export file's lines (run in the server's thread pool as the client reads them)."""
+    from ..transfer.dump import records, to_json
+
+    for rec in records(mem.store, names, vectors=vectors, graph=graph, source="http"):
+        yield to_json(rec) + "\n"
+
+
+def _register_export(app: FastAPI, d: Deps) -> None:
+    @app.get(
+        "/v1/export",
+        tags=["introspection"],
+        response_class=StreamingResponse,
+        responses={**error_responses(401, 403, 404, 422), 200: {"content": {"application/x-ndjson": {}}}},
+    )
+    async def export(
+        p: Caller,
+        namespace: Annotated[list[str] | None, Query(max_length=100, description="Namespaces (default: all).")] = None,
+        vectors: bool = False,
+        graph: bool = False,
+    ) -> StreamingResponse:
+        """The memory as an export file (docs/export-format.md), streamed as JSON Lines: for keys of
+        every namespace (``*``) only, as ``hybridmem export`` writes it; ``hybridmem import`` reads it."""
+        if not p.all_namespaces:
+            raise ForbiddenError("exporting needs an admin key (one configured for every namespace, '*')", field=None)
+        mem = d.memory()
+        held = await d.runner(mem.store.namespaces)
+        names = list(dict.fromkeys(namespace)) if namespace else held
+        missing = [n for n in names if n not in held]
+        if missing:
+            raise NotFoundError(f"no namespace {', '.join(map(repr, missing))}")
+        return StreamingResponse(
+            _export_lines(mem, names, vectors, graph),
+            media_type="application/x-ndjson",
+            headers={"Content-Disposition": 'attachment; filename="hybridmem-export.jsonl"'},
+        )
+
+
 def register(app: FastAPI, d: Deps) -> None:
+    _register_export(app, d)
+
     @app.get("/v1/stats", response_model=Stats, tags=["introspection"], responses=error_responses(401, 403, 422, 504))
     async def stats(p: Caller, namespace: NamespaceQuery = None) -> Stats:
         """Documents, chunks, vectors and vectors still pending in the namespace; the embedder."""

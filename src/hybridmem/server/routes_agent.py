@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ValidationError
-from ..models import IngestReport, MemoryDecision, Message, Namespace, RequestModel
+from ..models import Embedding, IngestReport, MemoryDecision, Message, Namespace, RequestModel
 from . import common
 from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
 
@@ -45,6 +45,10 @@ class RememberRequest(RequestModel):
     id: str | None = Field(None, min_length=1, max_length=512, description="Stable id (for an ADD).")
     reconcile: bool = Field(False, strict=True, description="Run the LLM conflict check first.")
     candidates: int = Field(5, ge=1, le=20, strict=True, description="Similar memories the check compares with.")
+    embedding: Embedding = None
+    dedupe: bool | None = Field(
+        None, strict=True, description="Skip it (NONE) if a current memory of the scope says the same; default: server."
+    )
     namespace: Namespace = None
 
 
@@ -149,8 +153,14 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         """Store a statement; with `reconcile`, the LLM decides whether it is new (ADD), changes a
         memory (UPDATE, history kept), retracts one (DELETE, soft) or is held already (NONE)."""
         ns = p.namespace(body.namespace)
-        args = body.model_dump(exclude={"namespace", "text"})
-        decision: MemoryDecision = await d.expensive(p).write(d.memory().remember, body.text, **args, namespace=ns)
+        args = body.model_dump(exclude={"namespace", "text", "embedding"})
+        args["dedupe"] = d.cfg.remember_dedupe if body.dedupe is None else body.dedupe
+        try:
+            decision: MemoryDecision = await d.expensive(p).write(
+                d.memory().remember, body.text, **args, vector=body.embedding, namespace=ns
+            )
+        except ValidationError as e:
+            raise common.embedding_field(e) from None
         return RememberReport(**decision.model_dump(), namespace=ns)
 
 

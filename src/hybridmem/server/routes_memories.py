@@ -10,7 +10,8 @@ from pydantic import BaseModel, Field
 
 from .. import config
 from ..errors import NotFoundError, ValidationError
-from ..models import Document, ListOrder, MemoryPage, Namespace, RequestModel
+from ..models import Document, Embedding, ListOrder, MemoryPage, Namespace, RequestModel
+from . import common
 from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
 
 # ---------------------------------------------------------------------------------------------- models
@@ -28,6 +29,7 @@ class MemoryIn(RequestModel):
     )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Filterable metadata (JSON object).")
     source: str | None = Field(None, max_length=4096)
+    embedding: Embedding = None
 
 
 class MemoriesRequest(RequestModel):
@@ -39,6 +41,7 @@ class MemoryUpdate(RequestModel):
     text: str = Field(..., min_length=1)
     metadata: dict[str, Any] | None = Field(None, description="Replaces the metadata; omitted = kept.")
     source: str | None = Field(None, max_length=4096, description="Omitted = kept.")
+    embedding: Embedding = None
 
 
 class DeleteReport(BaseModel):
@@ -82,8 +85,14 @@ def register(app: FastAPI, d: Deps) -> None:
         """Store a batch of memories, idempotent by id (same id + same content = unchanged)."""
         ns = p.namespace(body.namespace)
         d.check_batch(len(body.memories), "memories")
-        docs = [Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source) for m in body.memories]
-        return written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
+        docs = [
+            Document(text=m.text, id=m.id, metadata=m.metadata, source=m.source, vector=m.embedding)
+            for m in body.memories
+        ]
+        try:
+            return written(await d.runner.write(d.memory().add_documents, docs, namespace=ns), ns)
+        except ValidationError as e:
+            raise common.embedding_field(e, "memories") from None
 
     _register_list(app, d)  # before /v1/memories/{doc_id}: the same prefix
 
@@ -109,12 +118,11 @@ def register(app: FastAPI, d: Deps) -> None:
         """Replace an existing memory's text (and metadata/source when given); 404 if it does not
         exist (create with POST /v1/memories)."""
         ns = p.namespace(namespace)
-        return written(
-            await d.runner.write(
-                d.memory().update, doc_id, body.text, metadata=body.metadata, source=body.source, namespace=ns
-            ),
-            ns,
-        )
+        args = {"metadata": body.metadata, "source": body.source, "vector": body.embedding, "namespace": ns}
+        try:
+            return written(await d.runner.write(d.memory().update, doc_id, body.text, **args), ns)
+        except ValidationError as e:
+            raise common.embedding_field(e) from None
 
     @app.delete(
         "/v1/memories/{doc_id:path}",

@@ -1,9 +1,10 @@
 """The PostgreSQL store's reads of chunks: by rowid (``fetch``), their tokens for the in-process
-BM25 postings, every document of a namespace (``export_documents``) and its counts."""
+BM25 postings, the hooks of the export walk (store/sql/export.py) and a namespace's counts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..base import ChunkRow
@@ -50,35 +51,13 @@ class _Reads(_Core):
             ).fetchall()
         return {r[0]: ChunkRow(*r) for r in rows}
 
-    def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
-        """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
-        tokens), in doc id order, read in one snapshot (for ``migrate``)."""
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return
-        with self.snapshot() as db:
-            # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
-            docs = db.execute(
-                "SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
-                "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), "
-                'doc_id COLLATE "C"',
-                (ns,),
-            ).fetchall()
-            chunks: dict[str, list[tuple[Any, ...]]] = {}
-            for row in db.execute(
-                "SELECT doc_id, id, chunk_id, text, text_hash, lang, tokens FROM chunks "
-                "WHERE ns_id=? ORDER BY doc_id, ord",
-                (ns,),
-            ):
-                chunks.setdefault(row[0], []).append(tuple(row[1:]))
-        for doc_id, source, meta, h in docs:
-            yield {
-                "doc_id": doc_id,
-                "source": source,
-                "metadata": meta,
-                "content_hash": h,
-                "chunks": chunks.get(doc_id, []),
-            }
+    # ------------------------------------------------------------------ export (store/sql/export.py)
+    def _export_snapshot(self) -> AbstractContextManager[Any]:
+        return self.snapshot()
+
+    @staticmethod
+    def _export_tokens(ns: int) -> tuple[str, str]:
+        return "c.tokens", ""
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self.namespace_id(namespace)

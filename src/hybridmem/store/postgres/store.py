@@ -17,6 +17,7 @@ from ... import config
 from ...errors import StoreError, ValidationError
 from ..base import Capabilities, NativeSearchStore
 from ..sql.common import SQLReads
+from ..sql.export import SQLExport
 from ..sql.writes import SQLWrites
 from .core import mask_url
 from .files import _Files
@@ -36,7 +37,7 @@ BM25_SNAPSHOT_DIR_ENV = config.PG_BM25_SNAPSHOT_DIR_ENV
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLWrites):
+class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExport, SQLWrites):
     """Thread-safe: pooled connections; writes of this process serialized by a lock, writes of one
     namespace across processes by a row lock on the namespace's counters."""
 

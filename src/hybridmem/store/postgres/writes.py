@@ -167,7 +167,9 @@ class _Writes(_Core):
                 df.update(tf.keys())
                 total_len += len(terms)
                 v = old_vecs.get((d.doc_id, th))
-                if v is not None:
+                if d.vectors is not None:  # precomputed: stored as given (pgvector's text form), never queued
+                    vec_rows.append((rid, ns, "[" + ",".join(map(repr, d.vectors[i - 1].tolist())) + "]"))
+                elif v is not None:
                     vec_rows.append((rid, ns, v))
                     res.vectors_reused += 1
                 else:

@@ -135,6 +135,20 @@ class SQLReads:
             ).fetchone()
         return row[0] if row else None
 
+    def document_hashes(self: _Reading, namespace: str, doc_ids: Sequence[str]) -> dict[str, str]:
+        """doc id -> content hash of the stored documents among ``doc_ids`` (an import's skip check)."""
+        ns = self.namespace_id(namespace)
+        if ns is None or not doc_ids:
+            return {}
+        m = self.dialect.mark
+        out: dict[str, str] = {}
+        with self._reading() as db:
+            for i in range(0, len(doc_ids), 500):
+                part = list(doc_ids[i : i + 500])
+                sql = f"SELECT doc_id, content_hash FROM documents WHERE ns_id={m} AND doc_id IN ({','.join([m] * len(part))})"
+                out.update({str(r[0]): str(r[1]) for r in db.execute(sql, (ns, *part)).fetchall()})
+        return out
+
     def document_heads(
         self: _Reading, namespace: str, doc_ids: Sequence[str]
     ) -> dict[str, tuple[str | None, dict[str, Any]]]:
@@ -222,14 +236,6 @@ class SQLReads:
             return None
         with self._consistent() as db:
             return history_sql.current_by_key(db, ns, mem_key)
-
-    def export_times(self: _Reading, namespace: str) -> dict[str, tuple[Any, ...]]:
-        """doc id -> times, version bookkeeping and chunk context (``history_sql.export_times``)."""
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return {}
-        with self._consistent() as db:
-            return history_sql.export_times(db, ns)
 
     # ------------------------------------------------------------------ filters, time and sessions
     def any_match(self: _Reading, namespace: str, flt: Filter) -> bool:

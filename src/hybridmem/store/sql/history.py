@@ -20,7 +20,7 @@ __all__ = [
     "HISTORY_SEP",
     "TIME_COLUMNS",
     "current_by_key",
-    "export_times",
+    "EXPORTED_TIMES",
     "has_history",
     "history_id",
     "history_ids",
@@ -120,28 +120,19 @@ def current_by_key(db: SQLReader, ns: int, mem_key: str) -> str | None:
 #: a document's times and version bookkeeping, as ``migrate`` carries them (with each chunk's context)
 TIME_COLUMNS = ("occurred_at", "recorded_at", "valid_to", "version", "head_id", "mem_key", "change_reason")
 
-
-def export_times(db: SQLReader, ns: int) -> dict[str, tuple[Any, ...]]:
-    """doc id -> its :data:`TIME_COLUMNS` values and its chunks' index-only context, for every document."""
-    cols = ", ".join(f"d.{c}" for c in TIME_COLUMNS)
-    rows = db.execute(
-        f"SELECT d.doc_id, {cols}, (SELECT c.context FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id "
-        "ORDER BY c.ord LIMIT 1) FROM documents d WHERE d.ns_id=?",
-        (ns,),
-    ).fetchall()
-    return {str(r[0]): tuple(r[1:]) for r in rows}
+#: what an import restores as it was (``restore_times``): :data:`TIME_COLUMNS`, then when the
+#: document was first written and last changed
+EXPORTED_TIMES = (*TIME_COLUMNS, "created_at", "updated_at")
 
 
 def restore_times(db: SQLReader, ns: int, rows: dict[str, tuple[Any, ...]]) -> list[int]:
-    """Set the :data:`TIME_COLUMNS` of copied documents to the source's (``migrate``: a retired
-    version stays retired, with its times, reason and key); returns the chunk rowids of the retired
-    ones (their visibility changed: the caller logs them as changed chunks)."""
-    sets = ", ".join(f"{c}=?" for c in TIME_COLUMNS)
+    """Set the :data:`EXPORTED_TIMES` of copied documents to the source's (an import, ``migrate``: a
+    retired version stays retired, with its times, reason and key); returns the chunk rowids of the
+    retired ones (their visibility changed: the caller logs them as changed chunks)."""
+    sets = ", ".join(f"{c}=?" for c in EXPORTED_TIMES)
     retired: list[int] = []
     for doc_id, values in rows.items():
-        db.execute(
-            f"UPDATE documents SET {sets} WHERE ns_id=? AND doc_id=?", (*values[: len(TIME_COLUMNS)], ns, doc_id)
-        )
+        db.execute(f"UPDATE documents SET {sets} WHERE ns_id=? AND doc_id=?", (*values, ns, doc_id))
         if values[2] is not None:  # valid_to
             retired += [int(r[0]) for r in db.execute("SELECT id FROM chunks WHERE ns_id=? AND doc_id=?", (ns, doc_id))]
     return retired

@@ -1,10 +1,12 @@
 """The SQLite store's own reads: the embedding queue, version counters, BM25 token streams and
-vectors for the in-process indexes, chunk rows, exports and counts."""
+vectors for the in-process indexes, chunk rows, the hooks of the export walk and counts."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -159,37 +161,20 @@ class _Reads(_Core):
             for r in _select_in(self.reader, sql, list(rowids), () if ns is None else (ns,))
         }
 
-    def export_documents(self, namespace: str) -> Iterator[dict[str, Any]]:
-        """Every document of a namespace with its chunks (rowid, chunk_id, text, text_hash, lang,
-        tokens), in doc id order, read in one snapshot (for ``migrate``)."""
-        ns = self.namespace_id(namespace)
-        if ns is None:
-            return
-        db = self._connect()  # its own connection: the caller may write elsewhere meanwhile
+    # ------------------------------------------------------------------ export (store/sql/export.py)
+    @contextmanager
+    def _export_snapshot(self) -> Iterator[sqlite3.Connection]:
+        """Its own connection in one read transaction: the caller may write elsewhere meanwhile."""
+        db = self._connect()
         try:
             db.execute("BEGIN")
-            # in insertion order (first chunk rowid), so a copy keeps the rowid order BM25 ties break on
-            docs = db.execute(
-                "SELECT doc_id, source, metadata, content_hash FROM documents d WHERE ns_id=? ORDER BY "
-                "(SELECT min(id) FROM chunks c WHERE c.ns_id = d.ns_id AND c.doc_id = d.doc_id), doc_id",
-                (ns,),
-            )
-            tok = _tokens(ns)
-            for doc_id, source, meta, h in docs.fetchall():
-                chunks = db.execute(
-                    f"SELECT c.id, c.chunk_id, c.text, c.text_hash, c.lang, f.tokens FROM chunks c JOIN {tok} f "
-                    "ON f.rowid = c.id WHERE c.ns_id=? AND c.doc_id=? ORDER BY c.ord",
-                    (ns, doc_id),
-                ).fetchall()
-                yield {
-                    "doc_id": doc_id,
-                    "source": source,
-                    "metadata": json.loads(meta),
-                    "content_hash": h,
-                    "chunks": chunks,
-                }
+            yield db
         finally:
             db.close()
+
+    @staticmethod
+    def _export_tokens(ns: int) -> tuple[str, str]:
+        return "f.tokens", f"JOIN {_tokens(ns)} f ON f.rowid = c.id"
 
     def counts(self, namespace: str) -> dict[str, int]:
         ns = self.namespace_id(namespace)

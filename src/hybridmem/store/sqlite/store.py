@@ -16,6 +16,7 @@ from ...errors import NotFoundError, StoreError
 from ...text.tokenize import TOKENIZER_VERSION
 from ..base import Capabilities
 from ..sql.common import SQLReads
+from ..sql.export import SQLExport
 from ..sql.writes import SQLWrites
 from .files import _Files
 from .migrations import MIGRATIONS, SCHEMA_VERSION
@@ -27,7 +28,7 @@ from .writes import _Writes
 __all__ = ["SQLiteStore"]
 
 
-class SQLiteStore(_Writes, _Reads, _Search, _Files, SQLReads, SQLWrites):
+class SQLiteStore(_Writes, _Reads, _Search, _Files, SQLReads, SQLExport, SQLWrites):
     """Thread-safe: one serialized writer connection, one reader connection per thread (WAL)."""
 
     schema_version = SCHEMA_VERSION

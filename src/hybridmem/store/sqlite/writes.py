@@ -178,7 +178,10 @@ class _Writes(_Core):
             rows.chunks.append((rid, ns, d.chunk_id(i), d.doc_id, i, text, th, lang, d.source, created, now, d.context))
             rows.tokens.append((rid, toks))
             acc.added_chunks.append(rid)
-            if th in old_vecs:
+            if d.vectors is not None:  # precomputed: stored as given, never queued
+                rows.vectors.append((rid, np.asarray(d.vectors[i - 1], np.float32).tobytes()))
+                acc.added_vecs.append(rid)
+            elif th in old_vecs:
                 rows.vectors.append((rid, old_vecs[th]))
                 acc.added_vecs.append(rid)
                 res.vectors_reused += 1
