@@ -26,7 +26,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .. import __version__
 from ..errors import HybridMemError, StoreError, ValidationError
 from ..models import AnswerRequest
-from . import common, routes_admin, routes_agent, routes_documents, routes_graph, routes_memories, routes_query
+from . import (
+    common,
+    routes_admin,
+    routes_agent,
+    routes_documents,
+    routes_graph,
+    routes_memories,
+    routes_query,
+    routes_ui,
+)
 from .auth import HostPolicy, KeyRing, bare_host, check_bind
 from .common import LoopbackGuard, NotImplementedOnServer, RequestLog, log_failure, with_request_id
 from .config import ServerConfig
@@ -51,6 +60,7 @@ ROUTE_GROUPS: tuple[RouteGroup, ...] = (
     routes_documents.register,
     routes_graph.register,
     routes_admin.register,
+    routes_ui.register,
 )
 
 
