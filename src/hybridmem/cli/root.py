@@ -66,6 +66,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/messages, /v1/documents, /metrics, "
         "/docs.",
     ),
+    "ui": ("ui", "Open the memory explorer: a loopback server on the store, the UI at http://127.0.0.1:PORT/ui."),
     "mcp": (
         "serve",
         "Serve the memory to an agent over MCP: tools remember, recall, history, forget, ask; resource hybridmem://stats.",
