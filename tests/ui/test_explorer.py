@@ -93,6 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     mem = Memory(tmp_path_factory.mktemp("ui") / "m.db", embedder="hash")
     _fill(mem)
     mem.wait_for_vectors()
+    mem.graph.build()  # offline: rules and extractive summaries
     with LiveServer(mem) as s:
         yield s
     mem.close()
@@ -252,4 +253,30 @@ def test_browse_pages_and_status(browser: Browser, server: LiveServer) -> None:
     page.goto(server.url + "/ui/status")
     page.locator('#status [data-stat="chunks"]').wait_for()
     assert int(page.locator('#status [data-stat="chunks"]').inner_text()) >= 4
+    page.close()
+
+
+def test_graph_communities_and_an_entitys_neighbourhood(browser: Browser, server: LiveServer, shots: Path) -> None:
+    r = httpx.get(server.url + "/v1/graph/communities", params={"limit": 0})
+    assert r.status_code == 422 and "limit" in r.text
+    assert httpx.get(server.url + "/v1/graph/entities/no-such-entity-xyz").status_code == 404
+    page = _page(browser, [])
+    page.goto(server.url + "/ui/graph")
+    page.locator("#communities .community").first.wait_for()
+    first = page.locator("#communities .members a").first
+    name = first.inner_text()
+    first.click()
+    page.locator("#neighbourhood").wait_for()
+    info = httpx.get(server.url + "/v1/graph/entities/" + name).json()  # a member is an entity's key
+    assert page.locator("#neighbourhood .centre-label").text_content() == info["name"]
+    around = {r["target"] for r in info["relations_out"]} | {r["source"] for r in info["relations_in"]}
+    assert page.locator("#neighbourhood .node").count() == min(len(around), 199) > 0
+    page.screenshot(path=str(shots / "graph.png"), full_page=True)
+    nxt = page.locator("#neighbourhood .node").first.get_attribute("data-entity")
+    page.locator("#neighbourhood .node").first.dispatch_event("click")
+    page.wait_for_function("n => document.querySelector('#neighbourhood .centre-label')?.textContent === n", arg=nxt)
+    page.go_back()
+    page.wait_for_function(
+        "n => document.querySelector('#neighbourhood .centre-label')?.textContent === n", arg=info["name"]
+    )
     page.close()

@@ -4,11 +4,12 @@ graph's status, corpus-wide answers from community summaries."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from fastapi import Path as FastAPIPath
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from ..errors import NotFoundError
@@ -123,9 +124,59 @@ def register(app: FastAPI, d: Deps) -> None:
         ns = p.namespace(namespace)
         return json_response(await d.runner(d.memory().graph.status, ns))
 
+    @app.get("/v1/graph/communities", tags=["graph"], responses=error_responses(401, 403, 422, 504))
+    async def graph_communities(
+        p: Caller,
+        namespace: NamespaceQuery = None,
+        level: Annotated[int | None, Query(ge=0, le=16, description="Only this level (0 = top).")] = None,
+        limit: Annotated[int, Query(ge=1, le=500, description="Communities returned (most important first).")] = 50,
+    ) -> Response:
+        """Communities with title, level, size, summary and whether it is stale (the explorer's graph view)."""
+        ns = p.namespace(namespace)
+        return JSONResponse(await d.runner(functools.partial(_communities, d.memory().graph, ns, level, limit)))
+
+    @app.get("/v1/graph/entities/{name:path}", tags=["graph"], responses=error_responses(401, 403, 404, 422, 504))
+    async def graph_entity(
+        name: Annotated[str, FastAPIPath(min_length=1, max_length=512)],
+        p: Caller,
+        namespace: NamespaceQuery = None,
+        limit: Annotated[int, Query(ge=1, le=200, description="Relations each way, and chunks, at most.")] = 100,
+    ) -> Response:
+        """An entity by any variant of its name: type, provenance, communities, and its relations
+        each way (its neighbourhood, at most ``limit`` each way); 404 names close names."""
+        ns = p.namespace(namespace)
+        info = await d.runner(functools.partial(d.memory().graph.show, name, ns, limit=limit))
+        info["relations_out"] = info["relations_out"][:limit]
+        info["relations_in"] = info["relations_in"][:limit]
+        return JSONResponse(info)
+
     @app.post("/v1/graph/global", tags=["graph"], responses=error_responses(401, 403, 404, 413, 422, 429, 504))
     async def graph_global(body: GraphGlobalRequest, p: Caller) -> Response:
         """A corpus-wide answer from community summaries, citing community and chunk ids."""
         ns = p.namespace(body.namespace)
         run = d.expensive(p)
         return json_response(await run(d.memory().graph.ask_global, body.question, level=body.level, namespace=ns))
+
+
+def _communities(graph: Any, ns: str, level: int | None, limit: int) -> dict[str, Any]:
+    comms = graph.communities(ns, level=level)
+    stale = graph.stale_community_ids(ns)
+    page = sorted(comms, key=lambda c: (c.level, -c.importance, c.community_id))[:limit]
+    return {
+        "namespace": ns,
+        "total": len(comms),
+        "communities": [
+            {
+                "community_id": c.community_id,
+                "level": c.level,
+                "parent": c.parent,
+                "size": len(c.members),
+                "members": c.members[:50],
+                "title": c.title,
+                "summary": c.summary,
+                "stale": c.community_id in stale,
+                "summarized_at": c.summarized_at,
+            }
+            for c in page
+        ],
+    }

@@ -20,6 +20,7 @@ from .routing import Deps
 ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
+    "graph.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
 #: no inline script or style, nothing from another origin, no framing, no form posting elsewhere

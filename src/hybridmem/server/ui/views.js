@@ -1,6 +1,7 @@
 // The explorer's views, one function each: (main, URL params, path tail) -> DOM. Text from the
 // store is set with textContent only (el(..., {text}) or a text node).
 import { api, el, navigate, namespace, showError, ui } from "./app.js";
+import { graphView } from "./graph.js";
 
 const MODES = ["hybrid", "bm25", "vector", "rerank"];
 const SCOPES = ["user_id", "session_id", "as_of"];
@@ -396,5 +397,6 @@ export const VIEWS = {
   memories: memoryView,
   browse: browseView,
   conversations: conversationsView,
+  graph: graphView,
   status: statusView,
 };

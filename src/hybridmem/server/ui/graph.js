@@ -1,0 +1,91 @@
+// The graph view: communities with their summaries and staleness, and one entity's neighbourhood
+// drawn as an SVG (the entity in the middle, its relations around it; a click re-centres on a
+// neighbour). Names and summaries are set with textContent only.
+import { api, el, navigate, ui } from "./app.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const MAX_NODES = 200;
+
+function svg(tag, attrs = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function entityLink(name) {
+  return el("a", { href: ui("graph", { entity: name }), text: name });
+}
+
+function neighbours(info) {
+  const seen = new Map();
+  for (const r of info.relations_out) if (!seen.has(r.target)) seen.set(r.target, { name: r.target, type: r.type, dir: "out" });
+  for (const r of info.relations_in) if (!seen.has(r.source)) seen.set(r.source, { name: r.source, type: r.type, dir: "in" });
+  return [...seen.values()].slice(0, MAX_NODES - 1);
+}
+
+function drawing(info) {
+  const nodes = neighbours(info);
+  const size = 640;
+  const c = size / 2;
+  const radius = nodes.length > 24 ? c - 60 : c - 110;
+  const root = svg("svg", { id: "neighbourhood", viewBox: `0 0 ${size} ${size}`, role: "img", "aria-label": `relations of ${info.name}` });
+  nodes.forEach((n, i) => {
+    const a = (2 * Math.PI * i) / Math.max(nodes.length, 1);
+    n.x = c + radius * Math.cos(a);
+    n.y = c + radius * Math.sin(a);
+    root.append(svg("line", { x1: c, y1: c, x2: n.x, y2: n.y, class: `edge ${n.type === "co_occurs" ? "weak" : ""}` }));
+  });
+  for (const n of nodes) {
+    const g = svg("g", { class: "node", tabindex: 0, "data-entity": n.name });
+    g.append(svg("circle", { cx: n.x, cy: n.y, r: 6 }), svg("text", { x: n.x + 9, y: n.y + 4 }, n.name), svg("title", {}, `${n.dir === "out" ? "→" : "←"} ${n.type}`));
+    const go = () => navigate(ui("graph", { entity: n.name }));
+    g.addEventListener("click", go);
+    g.addEventListener("keydown", (ev) => ev.key === "Enter" && go());
+    root.append(g);
+  }
+  root.append(svg("circle", { cx: c, cy: c, r: 10, class: "centre" }), svg("text", { x: c + 14, y: c + 5, class: "centre-label" }, info.name));
+  return root;
+}
+
+async function entityView(main, name) {
+  const info = await api("GET", `/v1/graph/entities/${encodeURIComponent(name)}`, { query: { limit: 100 } });
+  const rel = (r, dir) => el("tr", {}, el("td", { text: dir }), el("td", { text: r.type }), el("td", {}, entityLink(dir === "→" ? r.target : r.source)), el("td", { text: String(r.weight) }));
+  main.append(
+    el("h2", {}, el("span", { text: info.name }), " ", el("small", { text: `(${info.type})` })),
+    el("p", { text: `communities: ${(info.communities || []).join(", ") || "–"} · documents: ${(info.documents || []).join(", ") || "–"}` }),
+    drawing(info),
+    el("table", { id: "relations" }, el("tr", {}, ["", "relation", "entity", "weight"].map((h) => el("th", { text: h }))), info.relations_out.map((r) => rel(r, "→")), info.relations_in.map((r) => rel(r, "←"))),
+  );
+}
+
+async function communitiesView(main) {
+  const page = await api("GET", "/v1/graph/communities", { query: { limit: 50 } });
+  if (!page.total) {
+    main.append(el("p", { text: "No graph in this namespace: run `hybridmem graph build` (or POST /v1/graph/build)." }));
+    return;
+  }
+  main.append(el("h2", { text: `Communities (${page.communities.length} of ${page.total})` }));
+  const list = el("ol", { id: "communities" });
+  for (const c of page.communities) {
+    list.append(
+      el(
+        "li",
+        { class: c.stale ? "community stale" : "community", "data-community": c.community_id },
+        el("strong", { text: c.title || c.community_id }),
+        el("span", { class: "hint", text: ` level ${c.level} · ${c.size} entities · ${c.stale ? "stale" : "fresh"}` }),
+        el("p", { class: "text", text: c.summary }),
+        el("p", { class: "members" }, c.members.slice(0, 12).flatMap((m, i) => [i ? ", " : "", entityLink(m)])),
+      ),
+    );
+  }
+  main.append(list);
+}
+
+export async function graphView(main, p) {
+  const input = el("input", { id: "entity", name: "entity", type: "search", value: p.get("entity") || "", size: 30, placeholder: "an entity's name" });
+  const form = el("form", { class: "panel", onsubmit: (ev) => { ev.preventDefault(); navigate(ui("graph", { entity: input.value.trim() })); } }, el("label", { class: "field" }, el("span", { text: "entity" }), input), el("button", { type: "submit", text: "Show" }));
+  main.append(el("h1", { text: "Graph" }), form);
+  if (p.get("entity")) await entityView(main, p.get("entity"));
+  else await communitiesView(main);
+}
