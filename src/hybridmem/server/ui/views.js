@@ -181,13 +181,26 @@ function resultCard(r, i, words, max) {
   );
 }
 
-async function searchView(main, p) {
+// the store's metadata keys (the filter builder's choices), per namespace, read at most once a minute:
+// /v1/stats counts the whole store, and a search must not wait for it
+const keyCache = new Map();
+async function metadataKeys() {
+  const ns = namespace() || "";
+  const hit = keyCache.get(ns);
+  if (hit && Date.now() - hit.at < 60000) return hit.keys;
   const stats = await api("GET", "/v1/stats").catch(() => ({ metadata_keys: [] }));
-  main.append(el("h1", { text: "Search" }), searchForm(p, stats.metadata_keys || []));
-  if (!p.get("q")) return;
-  const req = searchRequest(p);
+  keyCache.set(ns, { at: Date.now(), keys: stats.metadata_keys || [] });
+  return stats.metadata_keys || [];
+}
+
+async function searchView(main, p) {
+  const req = p.get("q") ? searchRequest(p) : null;
+  // the keys and the search at once; a failed search is shown under the form
+  const [keys, resp] = await Promise.all([metadataKeys(), req ? api("POST", "/v1/query", { body: req }).catch((e) => e) : null]);
+  main.append(el("h1", { text: "Search" }), searchForm(p, keys));
+  if (!req) return;
   main.append(copyBlock(req));
-  const resp = await api("POST", "/v1/query", { body: req });
+  if (resp instanceof Error) throw resp;
   const max = {};
   for (const r of resp.results) for (const [leg, s] of Object.entries(r.scores || {})) max[leg] = Math.max(max[leg] || 0, s);
   const words = terms(req.search_text);
