@@ -269,3 +269,46 @@ def rerun(script: str) -> list[str]:
     ``python -m bench.<name>`` (the package's imports need the repository root on the path, which the
     parent's working directory or PYTHONPATH gives the child)."""
     return [sys.executable, "-m", f"bench.{Path(script).stem}"]
+
+
+# --------------------------------------------------------------------------- a large store, built once
+def cached_store(n: int, log: bool = True) -> tuple[Path, dict]:
+    """An SQLite store of ``n`` synthetic notes (``iter_corpus``: one chunk each, with metadata)
+    and a precomputed unit vector each, under the ``hash`` embedder's name (vectors given, so no
+    model runs): built once by the fastest bulk path (``add_documents`` in batches of 1,000,
+    ``auto_embed=False``) into ``.bench-cache/store-<n>/`` and reused (``bench transfer``, ``bench
+    list_page``). Returns the file and the build's record (its write rate: the ingest baseline)."""
+    from hybridmem import Memory
+
+    folder = ROOT / ".bench-cache" / f"store-{n}"
+    db, meta = folder / "store.db", folder / "build.json"
+    if meta.is_file() and db.is_file():
+        return db, json.loads(meta.read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in folder.iterdir():
+        p.unlink()
+    rng = np.random.default_rng(SEED)
+    t0 = time.perf_counter()
+    with Memory(db, embedder="hash", auto_embed=False, chunk_size=None) as m:
+        batch: list[dict] = []
+        for i, d in enumerate(iter_corpus(n), start=1):
+            batch.append(d)
+            if len(batch) == 1000 or i == n:
+                vecs = rng.standard_normal((len(batch), m.store.embedder_info()[1] or 256), dtype=np.float32)
+                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+                m.add_documents([{**x, "vector": v} for x, v in zip(batch, vecs)], batch_size=1000)
+                batch = []
+                if log and i % 100_000 == 0:
+                    print(f"  built {i:,} of {n:,} ({i / (time.perf_counter() - t0):,.0f} docs/s)", flush=True)
+        stats = m.stats()
+    took = time.perf_counter() - t0
+    rec = {
+        "n": n,
+        "documents": stats.documents,
+        "vectors": stats.vectors,
+        "build_s": round(took, 1),
+        "add_documents_per_s": round(n / took),
+        "built": time.strftime("%Y-%m-%d"),
+    }
+    meta.write_text(json.dumps(rec, indent=1) + "\n")
+    return db, rec

@@ -274,6 +274,22 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("first_view_ms", "p50"), ("browser_search_round_trip_ms", "p50"), ("memory_search_ms", "p50")),
     ),
     Bench(
+        "transfer",
+        "benchmark",
+        "export --with-vectors to .jsonl.gz and import into a new SQLite file: docs/s, peak RSS above each process's baseline (target <= 300 MB)",
+        "N synthetic notes (default 1M) with 256-d vectors, hash embedder; store built once in .bench-cache/store-N/",
+        "walking the store's documents (export); add_documents of the same memories (import); same process",
+        "17 at 1M (226 s to build the store once, export 648 s, import 169 s)",
+        R + "transfer.json",
+        "transfer.json",
+        (
+            ("n",),
+            ("export", "peak_rss_above_baseline_mb"),
+            ("import", "peak_rss_above_baseline_mb"),
+            ("import", "docs_per_s"),
+        ),
+    ),
+    Bench(
         "cli_startup",
         "benchmark",
         "wall time of hybridmem --help, search --help, bm25/hybrid search (local, via serve)",

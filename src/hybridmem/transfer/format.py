@@ -25,6 +25,7 @@ __all__ = [
     "GRAPH_KINDS",
     "MAX_LINE_BYTES",
     "check_document",
+    "check_graph",
     "check_header",
     "decode_vector",
     "encode_vector",
@@ -51,6 +52,27 @@ DOCUMENT_TIMES = (
 )
 
 GRAPH_KINDS = ("graph_entity", "graph_relation", "graph_chunk", "graph_community", "graph_state")
+
+#: the fields each graph record carries (graph_io writes them all; an import needs them all)
+GRAPH_FIELDS = {
+    "graph_entity": ("key", "name", "type", "description", "prov_hash", "stale", "mentions"),
+    "graph_relation": ("src", "dst", "type", "description", "sources"),
+    "graph_chunk": ("chunk_id", "extractor", "extracted_at"),
+    "graph_community": (
+        "community_id",
+        "level",
+        "parent",
+        "members",
+        "fingerprint",
+        "title",
+        "summary",
+        "chunk_ids",
+        "importance",
+        "summary_model",
+        "summarized_at",
+    ),
+    "graph_state": ("version", "built_at", "params"),
+}
 
 
 def encode_vector(v: np.ndarray) -> str:
@@ -158,6 +180,31 @@ def check_document(rec: dict[str, Any], dim: int | None) -> None:
             if dim is None:
                 raise ValidationError("a vector, but the header names no embedder", field=f"{where}.vector")
             decode_vector(c["vector"], dim, f"{where}.vector")
+
+
+def check_graph(rec: dict[str, Any], entities: set[str]) -> None:
+    """A ``graph_*`` record: its namespace and every field its kind carries; an entity's key is
+    added to ``entities`` (of its namespace), which a relation's ``src`` and ``dst`` must name."""
+    check_namespace(_required_str(rec, "namespace"))
+    missing = [k for k in GRAPH_FIELDS[rec["kind"]] if k not in rec]
+    if missing:
+        raise ValidationError(f"a {rec['kind']} record carries {', '.join(missing)}", field=missing[0])
+    for key in ("key", "src", "dst", "chunk_id"):
+        if key in rec:
+            _required_str(rec, key)
+    for key in ("mentions", "sources"):
+        pairs = rec.get(key, [])
+        if not isinstance(pairs, list) or not all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], (int, float))
+            for p in pairs
+        ):
+            raise ValidationError("must be a list of [chunk id, number] pairs", field=key)
+    if rec["kind"] == "graph_entity":
+        entities.add(rec["key"])
+    elif rec["kind"] == "graph_relation":
+        for key in ("src", "dst"):
+            if rec[key] not in entities:
+                raise ValidationError(f"{rec[key]!r} is no graph_entity of the namespace before it", field=key)
 
 
 def _check_doc_id(rec: dict[str, Any]) -> None:

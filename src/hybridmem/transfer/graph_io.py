@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..store.base import Store
+from .format import GRAPH_FIELDS
 
 __all__ = ["graph_records", "load_graph"]
 
@@ -88,19 +89,7 @@ def graph_records(store: Store, namespace: str) -> Iterator[dict[str, Any]]:
             yield {**base, "kind": "graph_state", "version": state[0], "built_at": state[1], "params": state[2]}
 
 
-_COMMUNITY = (
-    "community_id",
-    "level",
-    "parent",
-    "members",
-    "fingerprint",
-    "title",
-    "summary",
-    "chunk_ids",
-    "importance",
-    "summary_model",
-    "summarized_at",
-)
+_COMMUNITY = GRAPH_FIELDS["graph_community"]
 
 
 def _by_parent(r: Any, sql: str, ns: int, ids: list[int]) -> dict[int, list[list[Any]]]:

@@ -22,6 +22,7 @@ from typing import IO, Any, cast
 import numpy as np
 
 from ..errors import StoreError, ValidationError
+from ..ingest import check_namespace
 from ..store.base import PreparedDocument, Store
 from ..text.tokenize import detect_language, index_tokens
 from .format import (
@@ -29,6 +30,7 @@ from .format import (
     GRAPH_KINDS,
     MAX_LINE_BYTES,
     check_document,
+    check_graph,
     check_header,
     decode_vector,
 )
@@ -82,8 +84,9 @@ def _check(path: str | Path, store: Store, on_conflict: str) -> dict[str, Any]:
     and (``on_conflict="error"``) no document the store holds with other content. Returns the header."""
     header: dict[str, Any] | None = None
     counts: dict[str, dict[str, int]] = {}
-    pending: dict[str, list[tuple[str, str | None]]] = {}
+    pending: dict[str, list[tuple[str, str]]] = {}
     conflicts: list[str] = []
+    entities: dict[str, set[str]] = {}
     end = None
     for n, rec in read_records(path):
         try:
@@ -99,14 +102,19 @@ def _check(path: str | Path, store: Store, on_conflict: str) -> dict[str, Any]:
                 c = counts.setdefault(rec["namespace"], {"documents": 0, "chunks": 0})
                 c["documents"] += 1
                 c["chunks"] += len(rec["chunks"])
-                ids = pending.setdefault(rec["namespace"], [])
-                ids.append((rec["id"], rec.get("content_hash")))
-                if len(ids) >= 500 and on_conflict == "error":
-                    conflicts += _conflicts(store, rec["namespace"], ids)
-                    ids.clear()
+                if on_conflict == "error":  # the ids are asked of the store 500 at a time
+                    ids = pending.setdefault(rec["namespace"], [])
+                    ids.append((rec["id"], _prepared_hash(rec)))
+                    if len(ids) >= 500:
+                        conflicts += _conflicts(store, rec["namespace"], ids)
+                        ids.clear()
             elif kind == "end":
                 end = rec
-            elif kind not in ("namespace", *GRAPH_KINDS):
+            elif kind in GRAPH_KINDS:
+                check_graph(rec, entities.setdefault(str(rec.get("namespace")), set()))
+            elif kind == "namespace":
+                check_namespace(rec.get("name", ""))
+            else:
                 raise ValidationError(f"unknown record kind {kind!r}", field="kind")
         except ValidationError as e:
             raise ValidationError(f"line {n}: {e}") from None
@@ -143,7 +151,7 @@ def _check_full(rec: dict[str, Any]) -> None:
         raise ValidationError("valid_to without recorded_at", field="valid_to")
 
 
-def _conflicts(store: Store, ns: str, ids: list[tuple[str, str | None]]) -> list[str]:
+def _conflicts(store: Store, ns: str, ids: list[tuple[str, str]]) -> list[str]:
     held = store.document_hashes(ns, [i for i, _ in ids])
     return [f"{ns}/{i}" for i, h in ids if i in held and held[i] != h]
 
@@ -257,6 +265,7 @@ class _Writer:
 
 
 def _prepared_hash(rec: dict[str, Any]) -> str:
+    """The content hash the store keeps for ``rec``: the file's, else computed as the write computes it."""
     return rec.get("content_hash") or _prepared(rec).content_hash
 
 
@@ -280,6 +289,7 @@ def import_records(
     rep.vectors_reused = _use_vectors(header, store, reembed)
     writers: dict[str, _Writer] = {}
     graph: dict[str, list[dict[str, Any]]] = {}
+    keys: dict[str, set[str]] = {}
     for rec in it:
         kind = rec.get("kind")
         if kind == "document":
@@ -293,6 +303,7 @@ def import_records(
             if progress and len(w.batch) == 0:
                 progress(rec["namespace"], BATCH_DOCS)
         elif kind in GRAPH_KINDS:
+            check_graph(rec, keys.setdefault(str(rec.get("namespace")), set()))
             graph.setdefault(rec["namespace"], []).append(rec)
         elif kind == "namespace":
             _ensure_namespace(store, rec.get("name"))
@@ -309,8 +320,6 @@ def import_records(
 
 
 def _ensure_namespace(store: Store, name: Any) -> None:
-    from ..ingest import check_namespace
-
     check_namespace(name)
     if store.namespace_id(name) is None:
         with store.write_transaction() as w:
