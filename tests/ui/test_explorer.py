@@ -280,3 +280,17 @@ def test_graph_communities_and_an_entitys_neighbourhood(browser: Browser, server
         "n => document.querySelector('#neighbourhood .centre-label')?.textContent === n", arg=info["name"]
     )
     page.close()
+
+
+def test_time_range_bounds_the_search(browser: Browser, server: LiveServer) -> None:
+    page = _page(browser, [])
+    page.goto(server.url + "/ui/search?q=Berlin&mode=bm25")
+    page.locator("#results .result").first.wait_for()
+    assert {"s1:0", "s1:1"} <= set(page.locator("#results .result").evaluate_all("rs => rs.map(r => r.dataset.doc)"))
+    page.fill("#to", "2023-05-20T10:00:30Z")  # after the first turn, before the second
+    page.press("#q", "Enter")
+    page.wait_for_url("**to=2023-05-20T10%3A00%3A30Z**")
+    page.locator("#results").wait_for()
+    assert page.locator("#results .result").evaluate_all("rs => rs.map(r => r.dataset.doc)") == ["s1:0"]
+    assert '"time_range"' in page.locator("details.request pre").first.text_content()
+    page.close()

@@ -5,6 +5,8 @@ import { graphView } from "./graph.js";
 
 const MODES = ["hybrid", "bm25", "vector", "rerank"];
 const SCOPES = ["user_id", "session_id", "as_of"];
+// the time range a search is bounded to (URL ?from=&to=, the request's time_range)
+const RANGE = ["from", "to"];
 
 // ------------------------------------------------------------------------------------ helpers
 
@@ -65,6 +67,7 @@ function searchRequest(p) {
   const req = { search_text: p.get("q"), top_k: Number(p.get("top_k") || 10), mode: p.get("mode") || "hybrid" };
   req.metadata_filter = p.get("filter") ? JSON.parse(p.get("filter")) : {};
   for (const s of SCOPES) if (p.get(s)) req[s] = p.get(s);
+  if (RANGE.some((r) => p.get(r))) req.time_range = Object.fromEntries(RANGE.filter((r) => p.get(r)).map((r) => [r, p.get(r)]));
   const ns = namespace();
   if (ns) req.namespace = ns;
   return req;
@@ -84,7 +87,7 @@ function searchForm(p, keys) {
   const mode = el("select", { id: "mode", name: "mode" });
   for (const m of MODES) mode.append(el("option", { value: m, text: m, selected: m === (p.get("mode") || "hybrid") }));
   const topK = el("input", { id: "top_k", name: "top_k", type: "number", min: 1, max: 100, value: p.get("top_k") || 10 });
-  const scopes = SCOPES.map((s) => field(s, el("input", { id: s, name: s, value: p.get(s) || "", size: 14 })));
+  const scopes = [...SCOPES, ...RANGE].map((s) => field(s === "from" || s === "to" ? `occurred ${s}` : s, el("input", { id: s, name: s, value: p.get(s) || "", size: 14, placeholder: SCOPES.includes(s) && s !== "as_of" ? "" : "2023-05-20 or ISO time" })));
   const filters = el("div", { id: "filters" });
   const current = p.get("filter") ? JSON.parse(p.get("filter")) : {};
   for (const [k, v] of Object.entries(current)) filters.append(filterRow(keys, k, typeof v === "string" ? v : JSON.stringify(v)));
@@ -113,7 +116,7 @@ function searchForm(p, keys) {
     }
     const query = { q: q.value, mode: mode.value, top_k: topK.value };
     if (Object.keys(filter).length) query.filter = JSON.stringify(filter);
-    for (const s of SCOPES) query[s] = form.querySelector(`#${s}`).value.trim();
+    for (const s of [...SCOPES, ...RANGE]) query[s] = form.querySelector(`#${s}`).value.trim();
     navigate(ui("search", query));
   });
   return form;
