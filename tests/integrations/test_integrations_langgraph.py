@@ -128,6 +128,18 @@ def test_listing_without_query_newest_first_and_paged(store: HybridMemStore) -> 
     assert all(h.score is None for h in store.search(("list",)))
 
 
+def test_listing_pages_through_memory_list_past_one_query(store: HybridMemStore) -> None:
+    """A listing is Memory.list's keyset pages, not a ranked query: more items than one query
+    returns (1,000) come back, each once, newest first; a put again makes an item the newest."""
+    store.batch([PutOp(("bulk",), f"k{i:04d}", {"i": i}, index=False) for i in range(1200)])
+    store.put(("bulk",), "k0000", {"i": -1}, index=False)
+    keys = [h.key for h in store.search(("bulk",), limit=1500)]
+    assert len(keys) == len(set(keys)) == 1200
+    assert keys[0] == "k0000" and keys[1] == "k1199" and keys[-1] == "k0001"
+    tail = store.search(("bulk",), limit=5, offset=1195)
+    assert [h.key for h in tail] == ["k0005", "k0004", "k0003", "k0002", "k0001"]
+
+
 def test_index_config_fields_and_index_false(tmp_path: Path) -> None:
     emb = DeterministicFakeEmbedding(size=16)
     # BM25 alone, so that what is indexed shows (the fake embedding ranks every item for any query)

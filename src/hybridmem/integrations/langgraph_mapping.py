@@ -15,7 +15,6 @@ _MAX_FIELD_KEY = 126  # a metadata key is at most 128 characters, "v." included
 #: LangGraph's filter operators and hybridmem's extras, passed through to the metadata filter
 _OPS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 #: a listing: the recency leg alone (dense weight 0, a query of no terms), newest first
-_LISTING = {"dense_weight": 0.0, "sparse_weight": 1.0, "exact_weight": 0.0, "time_weight": 0.0, "recency_weight": 1.0}
 
 
 def _iso(t: float) -> str:

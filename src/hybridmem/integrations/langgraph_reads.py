@@ -16,7 +16,6 @@ from hybridmem.memory import Memory
 from hybridmem.models import QueryResult
 
 from .langgraph_mapping import (
-    _LISTING,
     _MAX_TOP_K,
     _doc_id,
     _match,
@@ -92,22 +91,26 @@ class StoreReads:
         return out
 
     def _scan(self, flt: list[dict[str, Any]], page: int = _MAX_TOP_K) -> Iterator[dict[str, Any]]:
-        """The metadata of every document the filter allows, most recently written first: pages of
-        the recency leg (``page`` results, then 1000), each no newer than the last, without repeats."""
-        seen: set[str] = set()
-        bound: list[dict[str, Any]] = []
+        """The metadata of every document the filter allows, most recently written first (its
+        ``occurred_at`` is the put's time; one batch's puts, equal, by id descending):
+        ``Memory.list``'s keyset pages (``page`` documents, then 1,000), exact under concurrent
+        writes (no document present for the whole walk skipped or repeated)."""
+        cursor: str | None = None
+        limit = max(1, min(page, _MAX_TOP_K))
         while True:
-            fresh = 0
-            for r in self._query("*", flt + bound, max(1, min(page, _MAX_TOP_K)), _LISTING):
-                if r.doc_id in seen:
-                    continue
-                seen.add(r.doc_id)
-                fresh += 1
-                yield r.metadata
-                bound = [{"lg.t": {"$lte": r.metadata.get("lg.t", 0.0)}}]
-            if fresh == 0:
+            got = self.memory.list(
+                cursor,
+                limit,
+                namespace=self.hm_namespace,
+                metadata_filter={"$and": [f for f in flt if f]},
+                order="occurred_at",
+                descending=True,
+            )
+            for m in got.memories:
+                yield m["metadata"]
+            if got.next_cursor is None:
                 return
-            page = _MAX_TOP_K
+            cursor, limit = got.next_cursor, _MAX_TOP_K
 
     def _search(self, op: SearchOp, refresh: dict[str, dict[str, Any]]) -> list[SearchItem]:
         if op.limit <= 0 or op.offset < 0:
