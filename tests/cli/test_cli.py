@@ -353,3 +353,32 @@ def test_the_shipped_example_request_is_the_contracts() -> None:
     assert json.loads(shipped.read_text()) == json.loads(
         shared_path("contract", "query_request.example.json").read_text()
     )
+
+
+def test_jsonl_records_with_precomputed_vectors(tmp_path: Path) -> None:
+    """`hybridmem ingest FILE.jsonl` takes each record's `vector` (or `embedding`) as its
+    precomputed vector and `occurred_at` as its time; a record of the wrong dimension is skipped
+    naming the field, the others stored; the vector is the one searched."""
+    from hybridmem import Memory  # noqa: PLC0415
+    from hybridmem.embed.hashing import HashEmbedder  # noqa: PLC0415
+
+    emb = HashEmbedder(64)
+    q = emb.embed_query("zebra quantum harbour").tolist()
+    records = [
+        {"id": "menu", "text": "The cafeteria menu changes on Mondays.", "vector": q, "occurred_at": "2024-05-01"},
+        {"id": "pool", "text": "Raise max_connections to 200.", "embedding": emb.embed_query("pool").tolist()},
+        {"id": "short", "text": "A vector of the wrong size.", "vector": [0.5, 0.5]},
+    ]
+    src = tmp_path / "with-vectors.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    db = tmp_path / "v.db"
+    r = run(db, "ingest", str(src), embedder="hash:64")
+    assert r.returncode == 7, r.stderr  # one record skipped: the partial exit code
+    assert "2 added" in r.stdout
+    assert "short" in r.stderr and "vector" in r.stderr and "dimension 2" in r.stderr
+    with Memory(db, embedder="hash:64", auto_embed=False) as m:
+        assert m.store.pending_count(m.namespace) == 0  # nothing left for the model: both vectors given
+        menu = m.get("menu")
+        assert menu["occurred_at"].startswith("2024-05-01") and "vector" not in menu["metadata"]
+        hits = m.search({"search_text": "zebra quantum harbour", "mode": "vector", "top_k": 1}).results
+        assert [h.doc_id for h in hits] == ["menu"]  # the record's vector, not an embedding of its text

@@ -236,12 +236,14 @@ def html_to_text(source: str) -> str:
 
 
 _ID_KEYS = ("id", "_id", "doc_id")
-_RESERVED = {"text", "title", "source", "metadata", *_ID_KEYS}
+_VECTOR_KEYS = ("vector", "embedding")
+_RESERVED = {"text", "title", "source", "metadata", "occurred_at", *_ID_KEYS, *_VECTOR_KEYS}
 
 
 def records_to_documents(records: list[Any], where: str) -> list[Document]:
-    """JSON records with ``text`` (required), optional id/_id, title, source, metadata; other fields
-    become metadata."""
+    """JSON records with ``text`` (required), optional id/_id, title, source, metadata,
+    ``occurred_at`` and a precomputed ``vector`` (or ``embedding``: a list of numbers of the
+    store's dimension, checked by the preparer); other fields become metadata."""
     docs = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or not isinstance(rec.get("text"), str):
@@ -259,7 +261,12 @@ def records_to_documents(records: list[Any], where: str) -> list[Document]:
         # not validated here: the preparer checks each record (id, source, metadata) and skips a bad
         # one with its reason, without losing the file's other records
         src = rec.get("source") or where
-        docs.append(Document.model_construct(text=text, id=doc_id, source=src, metadata=meta))
+        vector = next((rec[k] for k in _VECTOR_KEYS if rec.get(k) is not None), None)
+        docs.append(
+            Document.model_construct(
+                text=text, id=doc_id, source=src, metadata=meta, vector=vector, occurred_at=rec.get("occurred_at")
+            )
+        )
     return docs
 
 
