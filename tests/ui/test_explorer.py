@@ -6,32 +6,22 @@ HYBRIDMEM_REQUIRE_BROWSER=1 (CI). Screenshots go to $HYBRIDMEM_UI_SCREENSHOTS or
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
+from browser_utils import launch, needs_browser, new_page, screenshots
 from hybridmem import Memory
 from hybridmem.server import ServerConfig
 from server_utils import LiveServer
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRED = os.environ.get("HYBRIDMEM_REQUIRE_BROWSER") == "1"
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
-try:
-    from playwright.sync_api import Browser, Page, sync_playwright
-except ImportError:  # pragma: no cover - the test extra installs it
-    sync_playwright = None
-
-if REQUIRED and (CHROMIUM is None or sync_playwright is None):
-    raise RuntimeError("HYBRIDMEM_REQUIRE_BROWSER=1 but chromium or playwright is missing")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or sync_playwright is None, reason="no chromium (apt install chromium) or playwright"
-)
+pytestmark = needs_browser
 
 XSS = ["<img src=x onerror=alert(1)> pager duty", "<script>alert(2)</script> pager duty"]
 KEY = "sk-ui-test-key-01"
@@ -73,19 +63,12 @@ def _fill(mem: Memory) -> None:
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = os.environ.get("HYBRIDMEM_UI_SCREENSHOTS")
-    path = Path(out) if out else tmp_path_factory.mktemp("ui-shots")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return screenshots(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    assert sync_playwright is not None and CHROMIUM is not None
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
+    yield from launch()
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +83,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def _page(browser: Browser, dialogs: list[str]) -> Page:
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
-    return page
+    return new_page(browser, dialogs)
 
 
 def test_page_headers_and_assets(server: LiveServer) -> None:

@@ -152,6 +152,10 @@ class GraphRAG:
         """An entity (by any variant of its name): type, provenance, relations, communities."""
         return reads.show(self.store, self.gstore, self._ns(namespace), name, limit)
 
+    def find(self, text: str, namespace: str | None = None, *, limit: int = 20) -> dict[str, Any]:
+        """Entities whose name matches ``text`` (prefix, word, substring, near spelling), best first."""
+        return reads.find(self.gstore, self._ns(namespace), text, limit)
+
     def to_networkx(self, namespace: str | None = None) -> nx.DiGraph:
         return reads.to_digraph(self.store, self.gstore, self._ns(namespace))
 

@@ -3,6 +3,7 @@ the graph as networkx, GraphML or JSON."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,7 @@ def show(store: Store, gstore: GraphStore, ns: str, name: str, limit: int) -> di
     key = entity_key(name)
     eid = next((i for i, v in data.entities.items() if v[0] == key), None)
     if eid is None:
-        close = sorted(v[1] for v in data.entities.values() if key and key in v[0])[:10]
+        close = [m["name"] for m in _matches(data, key, 10)]
         hint = f"; did you mean: {', '.join(close)}" if close else ""
         raise NotFoundError(f"no entity {name!r} in the graph of namespace {ns!r}{hint}")
     k, ename, typ, _ph, desc = data.entities[eid]
@@ -131,6 +132,51 @@ def show(store: Store, gstore: GraphStore, ns: str, name: str, limit: int) -> di
         "relations_in": in_rel[:limit],
         "communities": [c.community_id for c in gstore.communities(ns) if k in c.members],
     }
+
+
+def find(gstore: GraphStore, ns: str, text: str, limit: int) -> dict[str, Any]:
+    """Entities whose name matches ``text`` (any variant: case, accents, spacing), best first: the
+    name itself, names starting with it, names with a word starting with it, names holding it,
+    then near spellings; ties by mentions. What the explorer's entity box suggests."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("the entity text to look for must not be empty", field="q")
+    data = gstore.load(ns)
+    return {"namespace": ns, "total_entities": len(data.entities), "entities": _matches(data, entity_key(text), limit)}
+
+
+def _matches(data: Any, key: str, limit: int) -> list[dict[str, Any]]:
+    if not key:
+        return []
+    mentions = {eid: sum(m.values()) for eid, m in data.mentions.items()}
+    ranked: list[tuple[int, int, str, int]] = []
+    for eid, v in data.entities.items():
+        k = v[0]
+        if k == key:
+            tier = 0
+        elif k.startswith(key):
+            tier = 1
+        elif any(w.startswith(key) for w in k.split()):
+            tier = 2
+        elif key in k:
+            tier = 3
+        else:
+            continue
+        ranked.append((tier, -mentions.get(eid, 0), k, eid))
+    ranked.sort()
+    ids = [r[3] for r in ranked[:limit]]
+    if len(ids) < limit:  # near spellings: a typo still finds the entity
+        by_key = {v[0]: eid for eid, v in data.entities.items()}
+        near = difflib.get_close_matches(key, list(by_key), n=limit - len(ids), cutoff=0.8)
+        ids += [by_key[k] for k in near if by_key[k] not in ids]
+    return [
+        {
+            "name": data.entities[i][1],
+            "key": data.entities[i][0],
+            "type": data.entities[i][2],
+            "mentions": mentions.get(i, 0),
+        }
+        for i in ids
+    ]
 
 
 def to_digraph(store: Store, gstore: GraphStore, ns: str) -> nx.DiGraph:

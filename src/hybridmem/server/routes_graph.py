@@ -135,6 +135,18 @@ def register(app: FastAPI, d: Deps) -> None:
         ns = p.namespace(namespace)
         return JSONResponse(await d.runner(functools.partial(_communities, d.memory().graph, ns, level, limit)))
 
+    @app.get("/v1/graph/entities", tags=["graph"], responses=error_responses(401, 403, 422, 504))
+    async def graph_find(
+        p: Caller,
+        q: Annotated[str, Query(min_length=1, max_length=512, description="Part of an entity's name.")],
+        namespace: NamespaceQuery = None,
+        limit: Annotated[int, Query(ge=1, le=100, description="Entities at most.")] = 20,
+    ) -> Response:
+        """Entities whose name matches ``q`` (any variant; the name, names starting with it, a word
+        starting with it, holding it, then near spellings), best first, ties by mentions."""
+        ns = p.namespace(namespace)
+        return JSONResponse(await d.runner(functools.partial(d.memory().graph.find, q, ns, limit=limit)))
+
     @app.get("/v1/graph/entities/{name:path}", tags=["graph"], responses=error_responses(401, 403, 404, 422, 504))
     async def graph_entity(
         name: Annotated[str, FastAPIPath(min_length=1, max_length=512)],

@@ -1,7 +1,7 @@
 // The graph view: communities with their summaries and staleness, and one entity's neighbourhood
 // drawn as an SVG (the entity in the middle, its relations around it; a click re-centres on a
 // neighbour). Names and summaries are set with textContent only.
-import { api, el, navigate, ui } from "./app.js";
+import { ApiError, api, el, navigate, ui } from "./app.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MAX_NODES = 200;
@@ -48,8 +48,24 @@ function drawing(info) {
   return root;
 }
 
+function matchList(found) {
+  return el(
+    "ul",
+    { id: "entity-matches" },
+    found.entities.map((m) => el("li", {}, entityLink(m.name), el("span", { class: "hint", text: ` ${m.type} · ${m.mentions} mentions` }))),
+  );
+}
+
 async function entityView(main, name) {
-  const info = await api("GET", `/v1/graph/entities/${encodeURIComponent(name)}`, { query: { limit: 100 } });
+  let info;
+  try {
+    info = await api("GET", `/v1/graph/entities/${encodeURIComponent(name)}`, { query: { limit: 100 } });
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 404) throw err;
+    const found = await api("GET", "/v1/graph/entities", { query: { q: name, limit: 20 } });
+    main.append(el("h2", { text: `No entity “${name}”` }), el("p", { text: found.entities.length ? `Closest of ${found.total_entities} entities:` : `None of the ${found.total_entities} entities is close.` }), matchList(found));
+    return;
+  }
   const rel = (r, dir) => el("tr", {}, el("td", { text: dir }), el("td", { text: r.type }), el("td", {}, entityLink(dir === "→" ? r.target : r.source)), el("td", { text: String(r.weight) }));
   main.append(
     el("h2", {}, el("span", { text: info.name }), " ", el("small", { text: `(${info.type})` })),
@@ -82,9 +98,26 @@ async function communitiesView(main) {
   main.append(list);
 }
 
+// suggestions while typing: the server's ranked matches, at most one request in flight per pause
+function suggest(input, list) {
+  let timer = null;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    const text = input.value.trim();
+    if (text.length < 2) return;
+    timer = setTimeout(async () => {
+      const found = await api("GET", "/v1/graph/entities", { query: { q: text, limit: 15 } }).catch(() => null);
+      if (!found || input.value.trim() !== text) return;
+      list.replaceChildren(...found.entities.map((m) => el("option", { value: m.name, label: `${m.type} · ${m.mentions}` })));
+    }, 150);
+  });
+}
+
 export async function graphView(main, p) {
-  const input = el("input", { id: "entity", name: "entity", type: "search", value: p.get("entity") || "", size: 30, placeholder: "an entity's name" });
-  const form = el("form", { class: "panel", onsubmit: (ev) => { ev.preventDefault(); navigate(ui("graph", { entity: input.value.trim() })); } }, el("label", { class: "field" }, el("span", { text: "entity" }), input), el("button", { type: "submit", text: "Show" }));
+  const list = el("datalist", { id: "entity-suggestions" });
+  const input = el("input", { id: "entity", name: "entity", type: "search", value: p.get("entity") || "", size: 30, placeholder: "an entity's name", list: "entity-suggestions", autocomplete: "off" });
+  suggest(input, list);
+  const form = el("form", { class: "panel", onsubmit: (ev) => { ev.preventDefault(); navigate(ui("graph", { entity: input.value.trim() })); } }, el("label", { class: "field" }, el("span", { text: "entity" }), input), el("button", { type: "submit", text: "Show" }), list);
   main.append(el("h1", { text: "Graph" }), form);
   if (p.get("entity")) await entityView(main, p.get("entity"));
   else await communitiesView(main);
