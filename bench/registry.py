@@ -290,6 +290,22 @@ BENCHMARKS: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "list_page",
+        "benchmark",
+        "Memory.list pages of 1,000 at 1M memories: the whole walk, descending, by occurred time, by id, filters of 33 %/5 %/1.25 % (target p50 <= 50 ms)",
+        "N synthetic notes (default 1M), the transfer benchmark's store (.bench-cache/store-N/)",
+        "the store's export walk reading the same number of documents; same process",
+        "2 at 1M (226 s more to build the store once)",
+        R + "list-page.json",
+        "list-page.json",
+        (
+            ("n",),
+            ("cases", "recorded_at (default), whole walk", "p50_ms"),
+            ("cases", "filter service=svc-3 and severity=4 (1.25 %)", "p50_ms"),
+            ("baseline_export_walk", "p50_ms"),
+        ),
+    ),
+    Bench(
         "cli_startup",
         "benchmark",
         "wall time of hybridmem --help, search --help, bm25/hybrid search (local, via serve)",

@@ -49,7 +49,13 @@ def _drop_history_columns(db, sqlite: bool) -> None:
         tokens_back_to_fts(db)
     db.execute("DROP TABLE chunk_log")
     db.execute("DROP TABLE vec_log")
-    indexes = ["documents_by_time", "documents_by_head", "documents_by_key", "documents_retired"]
+    indexes = [
+        "documents_by_time",
+        "documents_by_occurred",
+        "documents_by_head",
+        "documents_by_key",
+        "documents_retired",
+    ]
     for idx in indexes + (["documents_by_turn"] if sqlite else []):
         db.execute(f"DROP INDEX {idx}")
     for col in ("occurred_at", "recorded_at", "valid_to", "version", "head_id", "mem_key", "change_reason"):

@@ -547,7 +547,7 @@ def test_the_counters_every_write_bumps_live_in_a_table_keyed_by_the_namespace(p
     pg.close()
     with Memory(pg_url, embedder="hash", auto_embed=False) as m:
         st2 = m.store
-        assert m.stats().schema_version == type(st2).schema_version == 9
+        assert m.stats().schema_version == type(st2).schema_version == 10
         after = {
             ns: (st2.chunk_version(ns), st2.vector_version(ns), st2.chunk_count(ns), st2.pending_count(ns))
             for ns in ("a", "b")

@@ -761,7 +761,7 @@ def test_a_schema_7_store_moves_its_tokens_out_of_fts5_and_ranks_the_same(tmp_pa
     db.execute("PRAGMA user_version=7")
     db.close()
     with Memory(path, embedder="hash", auto_embed=False) as m:
-        assert m.stats().schema_version == sq.SCHEMA_VERSION == 11
+        assert m.stats().schema_version == sq.SCHEMA_VERSION == 12
         tables = {r[0] for r in m.store.reader.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         assert not {t for t in tables if t.startswith("fts_")} and {"tokens_1", "tokens_2"} <= tables
         for ns in ("a", "b"):

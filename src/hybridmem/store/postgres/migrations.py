@@ -271,6 +271,15 @@ def index_listing_order(conn: psycopg.Connection) -> None:
     _run(conn, "CREATE INDEX IF NOT EXISTS documents_by_created ON documents (ns_id, created_at, doc_id)")
 
 
+def index_occurred_order(conn: psycopg.Connection) -> None:
+    """10: Memory.list by occurred time read from an index on the list's own key (a memory without
+    a time sorts as 0), not a sort of the namespace."""
+    _run(
+        conn,
+        "CREATE INDEX IF NOT EXISTS documents_by_occurred ON documents (ns_id, (COALESCE(occurred_at, 0)), doc_id)",
+    )
+
+
 MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (
     create_tables,
     metadata_per_document,
@@ -281,6 +290,7 @@ MIGRATIONS: tuple[Callable[[psycopg.Connection], None], ...] = (
     add_pending_counts,
     move_counters_to_namespace_stats,
     index_listing_order,
+    index_occurred_order,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

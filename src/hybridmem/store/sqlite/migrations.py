@@ -191,6 +191,13 @@ def index_listing_order(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS documents_by_created ON documents(ns_id, created_at, doc_id)")
 
 
+def index_occurred_order(db: sqlite3.Connection) -> None:
+    # Memory.list by occurred time (the explorer's timeline and browse order) read from an index
+    # on the list's own key (a memory without a time sorts as 0): 206 ms a page of 1,000 at 1M
+    # memories when SQLite sorted the namespace, a range scan after the cursor with it
+    db.execute("CREATE INDEX IF NOT EXISTS documents_by_occurred ON documents(ns_id, COALESCE(occurred_at, 0), doc_id)")
+
+
 #: the schema migrations in order; index i upgrades user_version i to i + 1
 MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     create_tables,
@@ -204,5 +211,6 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (
     key_graph_provenance_by_namespace,
     add_pending_counts,
     index_listing_order,
+    index_occurred_order,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
