@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -14,12 +14,22 @@ from ..errors import HybridMemError
 from .common import fail, out, progress
 from .render import print_eval
 
+if TYPE_CHECKING:
+    from ..eval.datasets import Dataset
+    from ..eval.modes import EvalConfig
+
 __all__ = ["register"]
 
 
 def eval_cmd(
-    dataset: str = typer.Argument(..., help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/) or 'demo'."),
-    modes: str = typer.Option("bm25,vector,hybrid,rerank,graph", "--modes", help="Comma-separated modes to evaluate."),
+    dataset: str = typer.Argument(
+        ..., help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/), a LoCoMo JSON file or 'demo'."
+    ),
+    modes: Optional[str] = typer.Option(
+        None,
+        "--modes",
+        help="Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid).",
+    ),
     no_rerank: bool = typer.Option(
         False, "--no-rerank", help="Skip mode rerank (the LLM, or offline identifier, reranker)."
     ),
@@ -43,16 +53,38 @@ def eval_cmd(
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queries (a quick look)."),
     llm: Optional[str] = typer.Option(
-        None, "--llm", help="Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker)."
+        None,
+        "--llm",
+        help="Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker); "
+        "with --answer, the model that answers.",
+    ),
+    answer: bool = typer.Option(
+        False,
+        "--answer",
+        help="LoCoMo: answer every question from what each mode retrieves and judge it (J, F1, BLEU-1).",
+    ),
+    judge: Optional[str] = typer.Option(None, "--judge", help="With --answer: the judge model (a spec)."),
+    prices: Optional[Path] = typer.Option(
+        None, "--prices", help='With --answer: JSON of {"provider:model": {"input": USD, "output": USD}} per 1M tokens.'
+    ),
+    adversarial: bool = typer.Option(
+        False, "--adversarial", help="With --answer: include LoCoMo's adversarial questions (left out by default)."
+    ),
+    concurrency: int = typer.Option(
+        4, "--concurrency", min=1, max=64, help="With --answer: questions answered at once."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the results JSON (without per-query scores)."),
 ) -> None:
-    """Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."""
+    """Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts; with
+    --answer (LoCoMo), the answers: LLM-judged J, F1 and BLEU-1 by category, tokens and cost."""
     from ..eval.datasets import load_dataset
     from ..eval.harness import EvalConfig, parse_sweep, run_eval
     from ..eval.report import write_report
 
     try:
+        _check_answer_options(answer, llm, judge, prices, adversarial)
+        if modes is None:
+            modes = "hybrid" if answer else "bm25,vector,hybrid,rerank,graph"
         wanted = [m.strip() for m in modes.split(",") if m.strip()]
         if no_rerank:
             wanted = [m for m in wanted if m != "rerank"]
@@ -67,6 +99,10 @@ def eval_cmd(
             llm=llm,
         )
         ds = load_dataset(dataset, split)
+        if answer:
+            assert llm is not None and judge is not None  # _check_answer_options
+            _answer_eval(ds, cfg, llm, judge, prices, adversarial, concurrency, out_dir, as_json)
+            return
         target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}"
         with progress() as prog:
 
@@ -91,6 +127,73 @@ def eval_cmd(
         )
     except HybridMemError as e:
         raise fail(e) from None
+
+
+def _check_answer_options(
+    answer: bool, llm: str | None, judge: str | None, prices: Path | None, adversarial: bool
+) -> None:
+    from ..errors import ValidationError
+
+    if answer:
+        for name, value, what in (("llm", llm, "the model that answers"), ("judge", judge, "the judge model")):
+            spec = (value or "").strip()
+            if not spec or spec.lower() == "none":
+                raise ValidationError(
+                    f"--answer needs --{name} SPEC ({what}, e.g. openai:gpt-4o-mini)", field=f"--{name}"
+                )
+        return
+    for name, given in (("judge", judge), ("prices", prices), ("adversarial", adversarial or None)):
+        if given is not None:
+            raise ValidationError(f"--{name} only applies with --answer", field=f"--{name}")
+
+
+def _answer_eval(
+    ds: Dataset,
+    cfg: EvalConfig,
+    llm: str,
+    judge: str,
+    prices: Path | None,
+    adversarial: bool,
+    concurrency: int,
+    out_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """``--answer``: answer, judge and score (see :mod:`hybridmem.eval.answers`), write the report."""
+    from ..eval.answers import AnswerConfig, check_answer_run, run_answer_eval
+    from ..eval.prices import load_prices
+    from ..eval.report.answers import write_answer_report
+    from ..llm.registry import create_chat_model
+    from .render import print_answer_eval
+
+    acfg = AnswerConfig(
+        answerer=create_chat_model(llm),
+        judge=create_chat_model(judge),
+        prices=load_prices(prices),
+        adversarial=adversarial,
+        concurrency=concurrency,
+    )
+    check_answer_run(ds, cfg, acfg)  # before any index is built
+    target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}-answers"
+    with progress() as prog:
+
+        def on_progress(desc: str, total: int | None) -> Callable[[int], None]:
+            task = prog.add_task(desc, total=total)
+            return lambda n: prog.advance(task, n)
+
+        results = run_answer_eval(ds, cfg, acfg, progress=on_progress)
+    files = write_answer_report(results, target)
+    if as_json:
+        slim = {
+            **results,
+            "modes": {
+                m: {k: v for k, v in r.items() if k not in ("per_query", "answers")}
+                for m, r in results["modes"].items()
+            },
+        }
+        out.print_json(json.dumps(slim, ensure_ascii=False))
+        return
+    print_answer_eval(results)
+    out.print(f"report: {files['markdown']}  json: {files['json']}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
