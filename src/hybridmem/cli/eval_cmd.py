@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
@@ -78,18 +78,12 @@ def eval_cmd(
     """Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts; with
     --answer (LoCoMo), the answers: LLM-judged J, F1 and BLEU-1 by category, tokens and cost."""
     from ..eval.datasets import load_dataset
-    from ..eval.harness import EvalConfig, parse_sweep, run_eval
-    from ..eval.report import write_report
+    from ..eval.harness import EvalConfig, parse_sweep
 
     try:
         _check_answer_options(answer, llm, judge, prices, adversarial)
-        if modes is None:
-            modes = "hybrid" if answer else "bm25,vector,hybrid,rerank,graph"
-        wanted = [m.strip() for m in modes.split(",") if m.strip()]
-        if no_rerank:
-            wanted = [m for m in wanted if m != "rerank"]
         cfg = EvalConfig(
-            modes=wanted,
+            modes=_wanted_modes(modes, answer, no_rerank),
             embedder=embedder,
             top_k=top_k,
             cache_dir=cache_dir,
@@ -102,31 +96,50 @@ def eval_cmd(
         if answer:
             assert llm is not None and judge is not None  # _check_answer_options
             _answer_eval(ds, cfg, llm, judge, prices, adversarial, concurrency, out_dir, as_json)
-            return
-        target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}"
-        with progress() as prog:
-
-            def on_progress(desc: str, total: int | None) -> Callable[[int], None]:
-                task = prog.add_task(desc, total=total)
-                return lambda n: prog.advance(task, n)
-
-            results = run_eval(ds, cfg, load_split=lambda s: load_dataset(dataset, s), progress=on_progress)
-        files = write_report(results, target)
-        if as_json:
-            slim = {
-                **results,
-                "modes": {m: {k: v for k, v in r.items() if k != "per_query"} for m, r in results["modes"].items()},
-            }
-            out.print_json(json.dumps(slim, ensure_ascii=False))
-            return
-        print_eval(results)
-        out.print(
-            f"report: {files['markdown']}  json: {files['json']}  charts: "
-            f"{', '.join(str(files[k]) for k in ('metric_by_category', 'recall_curve') if k in files)}",
-            highlight=False,
-        )
+        else:
+            _retrieval_eval(ds, cfg, lambda s: load_dataset(dataset, s), out_dir, as_json)
     except HybridMemError as e:
         raise fail(e) from None
+
+
+def _wanted_modes(modes: str | None, answer: bool, no_rerank: bool) -> list[str]:
+    if modes is None:
+        modes = "hybrid" if answer else "bm25,vector,hybrid,rerank,graph"
+    wanted = [m.strip() for m in modes.split(",") if m.strip()]
+    return [m for m in wanted if m != "rerank"] if no_rerank else wanted
+
+
+def _progress_hook(prog: Any) -> Callable[[str, int | None], Callable[[int], None]]:
+    def on_progress(desc: str, total: int | None) -> Callable[[int], None]:
+        task = prog.add_task(desc, total=total)
+        return lambda n: prog.advance(task, n)
+
+    return on_progress
+
+
+def _retrieval_eval(
+    ds: Dataset, cfg: EvalConfig, load_split: Callable[[str], Dataset], out_dir: Path | None, as_json: bool
+) -> None:
+    from ..eval.harness import run_eval
+    from ..eval.report import write_report
+
+    target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}"
+    with progress() as prog:
+        results = run_eval(ds, cfg, load_split=load_split, progress=_progress_hook(prog))
+    files = write_report(results, target)
+    if as_json:
+        slim = {
+            **results,
+            "modes": {m: {k: v for k, v in r.items() if k != "per_query"} for m, r in results["modes"].items()},
+        }
+        out.print_json(json.dumps(slim, ensure_ascii=False))
+        return
+    print_eval(results)
+    out.print(
+        f"report: {files['markdown']}  json: {files['json']}  charts: "
+        f"{', '.join(str(files[k]) for k in ('metric_by_category', 'recall_curve') if k in files)}",
+        highlight=False,
+    )
 
 
 def _check_answer_options(
@@ -175,12 +188,7 @@ def _answer_eval(
     check_answer_run(ds, cfg, acfg)  # before any index is built
     target = out_dir or Path(".hybridmem") / "eval" / f"{ds.name}-{ds.split}-answers"
     with progress() as prog:
-
-        def on_progress(desc: str, total: int | None) -> Callable[[int], None]:
-            task = prog.add_task(desc, total=total)
-            return lambda n: prog.advance(task, n)
-
-        results = run_answer_eval(ds, cfg, acfg, progress=on_progress)
+        results = run_answer_eval(ds, cfg, acfg, progress=_progress_hook(prog))
     files = write_answer_report(results, target)
     if as_json:
         slim = {

@@ -218,12 +218,12 @@ def _token_report(modes: dict[str, dict[str, Any]], acfg: AnswerConfig, answered
     known = all(isinstance(c, float) for c in costs)
     out["calls"] = sum(out[r]["calls"] for r in ROLES)
     out["cached"] = sum(out[r]["cached"] for r in ROLES)
-    out["cost_usd"] = round(sum(new), 6) if all(isinstance(c, float) for c in new) else "unknown"
-    out["cost_usd_all"] = round(sum(costs), 6) if known else "unknown"
+    out["cost_usd"] = round(sum(new), 10) if all(isinstance(c, float) for c in new) else "unknown"
+    out["cost_usd_all"] = round(sum(costs), 10) if known else "unknown"
     if answered and full > answered:  # --limit: what the whole set would cost at this rate
         out["full_set"] = {
             "questions": full,
-            "cost_usd": round(sum(costs) * full / answered, 4) if known else "unknown",
+            "cost_usd": round(sum(costs) * full / answered, 6) if known else "unknown",
             "prompt_tokens": round(sum(out[r]["prompt_tokens_all"] for r in ROLES) * full / answered),
             "completion_tokens": round(sum(out[r]["completion_tokens_all"] for r in ROLES) * full / answered),
         }
@@ -252,6 +252,11 @@ def run_answer_eval(
     check_answer_run(ds, cfg, acfg)
     started, t0 = utc_now(), time.perf_counter()
     qids, full, left_out = _questions(ds, acfg, cfg.limit)
+    if not qids:
+        raise ValidationError(
+            f"no question to answer: {left_out} adversarial question(s) left out (--adversarial includes them)",
+            field="dataset",
+        )
     ds = ds.subset(qids, ds.split)
     need_vectors = any(m != "bm25" for m in cfg.modes)
     mem, index = open_index(ds, cfg, need_vectors, progress)

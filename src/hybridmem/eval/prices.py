@@ -100,4 +100,4 @@ def call_cost(model: str, prompt_tokens: int, completion_tokens: int, table: Map
     if hit is None:
         return "unknown"
     p_in, p_out = hit[1]
-    return round((prompt_tokens * p_in + completion_tokens * p_out) / 1_000_000, 6)
+    return round((prompt_tokens * p_in + completion_tokens * p_out) / 1_000_000, 10)
