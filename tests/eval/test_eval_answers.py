@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import shared_path
 from hybridmem.errors import ValidationError
@@ -45,7 +47,7 @@ def test_token_f1_on_hand_checked_examples() -> None:
     assert token_f1("in May 2023", "7 May 2023") == pytest.approx(2 / 3)
     # multisets: "may" thrice against once shares 1 token: P = 1/3, R = 1, F1 = 0.5
     assert token_f1("may may may", "May") == pytest.approx(0.5)
-    # Sweden against "She moved from Sweden": P = 1/4... the other way round: P = 1, R = 1/4 → 0.4
+    # "Sweden" against "She moved from Sweden": P = 1/1, R = 1/4, F1 = 2 · 0.25 / 1.25 = 0.4
     assert token_f1("Sweden", "She moved from Sweden") == pytest.approx(0.4)
     assert token_f1("", "Sweden") == 0.0 and token_f1("the", "Sweden") == 0.0 and token_f1("Oslo", "Sweden") == 0.0
 
@@ -56,9 +58,27 @@ def test_bleu1_clips_counts_and_applies_the_brevity_penalty() -> None:
     assert bleu1("May 2023", "7 May 2023") == pytest.approx(math.exp(-0.5))
     # "may" four times is clipped to its one occurrence in the reference: 1/4, no penalty (4 >= 2)
     assert bleu1("may may may may", "May 2023") == pytest.approx(0.25)
-    # longer than the reference: precision only, 2 of 5 ("she went to sweden in 2019" → 6 tokens)
+    # longer than the reference (6 tokens against 2): no penalty, precision 2/6
     assert bleu1("she went to Sweden in 2019", "Sweden 2019") == pytest.approx(2 / 6)
     assert bleu1("", "x") == 0.0
+
+
+_WORDS = st.lists(
+    st.sampled_from(["may", "2023", "sweden", "caroline", "painted", "sunrise", "7"]), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pred=_WORDS, ref=_WORDS)
+def test_bleu1_agrees_with_nltk_sentence_bleu_on_unigrams(pred: list[str], ref: list[str]) -> None:
+    """Oracle: NLTK's sentence BLEU with weights (1,) is the same clipped precision × brevity penalty."""
+    nltk_bleu = pytest.importorskip("nltk.translate.bleu_score")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NLTK warns when no unigram matches (and returns 0)
+        expected = nltk_bleu.sentence_bleu([ref], pred, weights=(1,))
+    assert bleu1(" ".join(pred), " ".join(ref)) == pytest.approx(expected, abs=1e-12)
 
 
 def test_citations_are_stripped_but_other_brackets_kept() -> None:

@@ -146,8 +146,10 @@ def _run_mode(
 ) -> dict[str, Any]:
     retrieved: dict[str, list[QueryResult]] = {}
     scores: dict[str, dict[str, float]] = {}
+    reranked = Tally()  # mode rerank's LLM calls (not cached: retrieval is not)
     for qid in ds.queries:  # retrieval first, one query at a time (as the retrieval evaluation runs)
         resp = mem.search(search_request(ds, qid, mode, cfg.top_k))
+        reranked.spend(resp.usage)
         retrieved[qid] = list(resp.results)
         rank = per_query(_doc_ranking(resp), ds.qrels[qid])
         scores[qid] = {k: rank[k] for k in ("recall@5", "recall@10", "mrr@10")}
@@ -171,7 +173,7 @@ def _run_mode(
     for cat, m in metrics.items():
         in_cat = [r for q, r in rows.items() if cat == "all" or ds.categories.get(q) == cat]
         m["correct"] = sum(1 for r in in_cat if r.get("label") == "CORRECT")
-    return {
+    out: dict[str, Any] = {
         "status": "ok",
         "queries": len(rows),
         "metrics": metrics,
@@ -183,6 +185,9 @@ def _run_mode(
         },
         "tokens": {role: asdict(t) for role, t in tallies.items()},
     }
+    if reranked.calls:
+        out["rerank_tokens"] = asdict(reranked)
+    return out
 
 
 # ---------------------------------------------------------------------------------------- tokens, cost
@@ -332,6 +337,13 @@ def _notes(
             notes.append(
                 f"{mode}: {r['errors']['answer']} answers failed (scored 0) and {r['errors']['judge']} verdicts "
                 "failed (counted WRONG): see the per-question rows in results.json"
+            )
+    for mode, r in modes.items():
+        if r.get("rerank_tokens"):
+            rt = r["rerank_tokens"]
+            notes.append(
+                f"{mode}: the reranker made {rt['calls']} LLM calls ({rt['prompt_tokens']} prompt + "
+                f"{rt['completion_tokens']} completion tokens), not cached and not in the totals"
             )
     for role in ROLES:
         if tokens[role]["unreported"]:
