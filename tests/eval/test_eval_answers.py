@@ -310,32 +310,39 @@ def server() -> Iterator[FakeLLMServer]:
         yield s
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+_WIRE_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-20241022", "gemini": "gemini-2.0-flash"}
+
+
+@pytest.mark.parametrize("provider", list(_WIRE_MODELS))
 def test_real_clients_send_the_judge_schema_and_parse_the_label(
     provider: str, locomo_slice: Path, tmp_path: Path, server: FakeLLMServer
 ) -> None:
     ds = load_dataset(str(locomo_slice))
     server.responder = wire_model(ds)
-    model = "gpt-4o-mini" if provider == "openai" else "claude-3-5-haiku-20241022"
-    llm = create_chat_model(
-        f"{provider}:{model}", base_url=server.url + ("/v1" if provider == "openai" else ""), api_key="k", retry=FAST
-    )
+    model = _WIRE_MODELS[provider]
+    base = server.url + ("/v1" if provider == "openai" else "")
+    llm = create_chat_model(f"{provider}:{model}", base_url=base, api_key="k", retry=FAST)
     cfg = EvalConfig(modes=("bm25",), embedder="hash", cache_dir=tmp_path / "cache", limit=2)
     res = run_answer_eval(ds, cfg, AnswerConfig(answerer=llm, judge=llm, concurrency=1))
     judged = [s for s in server.requests if "Gold answer:" in s.prompt]
-    assert len(judged) == 2 and all(s.schema_name == "Verdict" for s in judged)
+    assert len(judged) == 2 and all(s.provider == provider for s in judged)
+    body = judged[0].body
     if provider == "openai":
-        schema = judged[0].body["response_format"]["json_schema"]["schema"]
+        assert judged[0].schema_name == "Verdict"
+        schema = body["response_format"]["json_schema"]["schema"]
+    elif provider == "anthropic":
+        assert judged[0].schema_name == "Verdict"
+        schema = body["tools"][0]["input_schema"]
     else:
-        schema = judged[0].body["tools"][0]["input_schema"]
+        schema = body["generationConfig"]["responseSchema"]
     assert schema["properties"]["label"]["enum"] == ["CORRECT", "WRONG"] and "reasoning" in schema["properties"]
     r = res["modes"]["bm25"]
     assert [row["label"] for row in r["answers"].values()] == ["CORRECT", "CORRECT"]
     assert r["metrics"]["all"]["j"] == 1.0
     j = res["tokens"]["judge"]
     assert (j["calls"], j["prompt_tokens"], j["completion_tokens"]) == (2, 22, 14)  # the wire's usage (11, 7) each
-    p_in, p_out = PRICES[f"{provider}:{model.rsplit('-2024', 1)[0]}"]
-    assert j["cost_usd"] == pytest.approx((22 * p_in + 14 * p_out) / 1e6)
+    priced_as, (p_in, p_out) = price_for(f"{provider}:{model}", PRICES) or ("", (0.0, 0.0))
+    assert priced_as and j["cost_usd"] == pytest.approx((22 * p_in + 14 * p_out) / 1e6)
 
 
 # ------------------------------------------------------------------------------ the CLI

@@ -305,12 +305,11 @@ def run_answer_eval(
 
 
 def _category_counts(ds: Dataset) -> dict[str, int]:
-    counts = {"all": len(ds.queries)}
-    for q in ds.queries:
-        c = ds.categories.get(q)
-        if c:
-            counts[c] = counts.get(c, 0) + 1
-    return counts
+    """Questions per category, in the order of LoCoMo's tables (single-hop first), then "all"."""
+    order = ["single-hop", "multi-hop", "temporal", "open-domain", ADVERSARIAL]
+    found = [ds.categories.get(q) for q in ds.queries]
+    cats = sorted({c for c in found if c}, key=lambda c: (order.index(c) if c in order else len(order), c))
+    return {"all": len(ds.queries), **{c: found.count(c) for c in cats}}
 
 
 def _notes(
