@@ -28,6 +28,7 @@ def eval_cmd(
     modes: Optional[str] = typer.Option(
         None,
         "--modes",
+        metavar="MODES",
         help="Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid).",
     ),
     no_rerank: bool = typer.Option(
@@ -63,9 +64,14 @@ def eval_cmd(
         "--answer",
         help="LoCoMo: answer every question from what each mode retrieves and judge it (J, F1, BLEU-1).",
     ),
-    judge: Optional[str] = typer.Option(None, "--judge", help="With --answer: the judge model (a spec)."),
+    judge: Optional[str] = typer.Option(
+        None, "--judge", metavar="SPEC", help="With --answer: the judge model (a spec)."
+    ),
     prices: Optional[Path] = typer.Option(
-        None, "--prices", help='With --answer: JSON of {"provider:model": {"input": USD, "output": USD}} per 1M tokens.'
+        None,
+        "--prices",
+        metavar="FILE.json",
+        help='With --answer: JSON of {"provider:model": {"input": USD, "output": USD}} per 1M tokens.',
     ),
     adversarial: bool = typer.Option(
         False, "--adversarial", help="With --answer: include LoCoMo's adversarial questions (left out by default)."
