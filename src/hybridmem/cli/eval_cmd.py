@@ -20,17 +20,21 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
+_MODES_HELP = "Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid)."
+_LLM_HELP = (
+    "Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker); "
+    "with --answer, the model that answers."
+)
+_ANSWER_HELP = "LoCoMo: answer every question from what each mode retrieves and judge it (J, F1, BLEU-1)."
+_PRICES_HELP = 'With --answer: JSON of {"provider:model": {"input": USD, "output": USD}} per 1M tokens.'
+_ADVERSARIAL_HELP = "With --answer: include LoCoMo's adversarial questions (left out by default)."
+
 
 def eval_cmd(
     dataset: str = typer.Argument(
         ..., help="A BEIR-layout folder (corpus.jsonl, queries.jsonl, qrels/), a LoCoMo JSON file or 'demo'."
     ),
-    modes: Optional[str] = typer.Option(
-        None,
-        "--modes",
-        metavar="MODES",
-        help="Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid).",
-    ),
+    modes: Optional[str] = typer.Option(None, "--modes", metavar="MODES", help=_MODES_HELP),
     no_rerank: bool = typer.Option(
         False, "--no-rerank", help="Skip mode rerank (the LLM, or offline identifier, reranker)."
     ),
@@ -53,29 +57,11 @@ def eval_cmd(
         help="Where indexes and embeddings are cached between runs.",
     ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N queries (a quick look)."),
-    llm: Optional[str] = typer.Option(
-        None,
-        "--llm",
-        help="Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker); "
-        "with --answer, the model that answers.",
-    ),
-    answer: bool = typer.Option(
-        False,
-        "--answer",
-        help="LoCoMo: answer every question from what each mode retrieves and judge it (J, F1, BLEU-1).",
-    ),
-    judge: Optional[str] = typer.Option(
-        None, "--judge", metavar="SPEC", help="With --answer: the judge model (a spec)."
-    ),
-    prices: Optional[Path] = typer.Option(
-        None,
-        "--prices",
-        metavar="FILE.json",
-        help='With --answer: JSON of {"provider:model": {"input": USD, "output": USD}} per 1M tokens.',
-    ),
-    adversarial: bool = typer.Option(
-        False, "--adversarial", help="With --answer: include LoCoMo's adversarial questions (left out by default)."
-    ),
+    llm: Optional[str] = typer.Option(None, "--llm", help=_LLM_HELP),
+    answer: bool = typer.Option(False, "--answer", help=_ANSWER_HELP),
+    judge: Optional[str] = typer.Option(None, "--judge", metavar="SPEC", help="With --answer: the judge model."),
+    prices: Optional[Path] = typer.Option(None, "--prices", metavar="FILE.json", help=_PRICES_HELP),
+    adversarial: bool = typer.Option(False, "--adversarial", help=_ADVERSARIAL_HELP),
     concurrency: int = typer.Option(
         4, "--concurrency", min=1, max=64, help="With --answer: questions answered at once."
     ),
