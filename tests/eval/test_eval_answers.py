@@ -366,11 +366,16 @@ def test_cli_answer_options_are_validated(locomo_slice: Path, tmp_path: Path) ->
     ):
         r = _cli(str(locomo_slice), *args, cwd=tmp_path)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
-    env = {"HYBRIDMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1"}  # never reached: the dataset is refused first
-    r = _cli(
-        "demo", "--answer", "--llm", "openai:m", "--judge", "openai:m", "--embedder", "hash", cwd=tmp_path, env=env
-    )
-    assert r.returncode == 2 and "needs a LoCoMo JSON file" in r.stderr and "Traceback" not in r.stderr
+    env = {"HYBRIDMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1"}  # never reached: every run below is refused first
+    answer = ["--answer", "--llm", "openai:m", "--judge", "openai:m", "--embedder", "hash"]
+    for dataset, extra, needle in (
+        ("demo", [], "needs a LoCoMo JSON file"),
+        (str(locomo_slice), ["--modes", "hybrid,graph"], "mode graph is not supported with --answer"),
+        (str(locomo_slice), ["--prices", str(tmp_path / "none.json")], "prices: cannot read"),
+    ):
+        r = _cli(dataset, *answer, *extra, "--cache-dir", str(tmp_path / "c"), cwd=tmp_path, env=env)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+    assert not (tmp_path / "c").exists()  # refused before any index was built
 
 
 def test_cli_answer_run_with_a_local_openai_compatible_server(
