@@ -20,6 +20,7 @@ __all__ = [
     "emit",
     "plural",
     "print_answer",
+    "print_answer_eval",
     "print_eval",
     "print_global",
     "print_graph_report",
@@ -359,4 +360,47 @@ def print_eval(results: dict[str, Any]) -> None:
         )
     if results.get("sweep"):
         out.print(f"sweep: {results['sweep']['verdict']}", highlight=False)
+    out.print(f"took {results['took_s']} s", highlight=False)
+
+
+def print_answer_eval(results: dict[str, Any]) -> None:
+    """An answer-level run (``hybridmem eval --answer``): J / F1 / BLEU-1 by category, tokens, cost."""
+    from rich.table import Table
+
+    ds, tok = results["dataset"], results["tokens"]
+    out.print(
+        f"[bold]{ds['name']}[/]: {plural(ds['queries'], 'question')} (of {ds['questions_in_set']}), "
+        f"answerer {results['answerer']}, judge {results['judge']}, embedder {results['embedder']}, "
+        f"top_k {results['top_k']}",
+        highlight=False,
+    )
+    ok = {m: r for m, r in results["modes"].items() if r.get("status") == "ok"}
+    cats = [c for c in ds["categories"] if c != "all"] + ["all"]
+    t = Table(title="J (share CORRECT) / F1 / BLEU-1 by category", title_justify="left")
+    t.add_column("category")
+    t.add_column("n", justify="right")
+    for m in ok:
+        t.add_column(m, justify="right")
+    for c in cats:
+        cells = []
+        for r in ok.values():
+            s = r["metrics"].get(c)
+            cells.append(f"{s['j']:.3f} / {s['f1']:.3f} / {s['bleu1']:.3f}" if s else "—")
+        t.add_row(c, str(ds["categories"].get(c, "")), *cells)
+    out.print(t)
+    for role in ("answerer", "judge"):
+        r = tok[role]
+        cost = r["cost_usd"] if isinstance(r["cost_usd"], str) else f"${r['cost_usd']:.4f}"
+        out.print(
+            f"{role} {r['model']}: {plural(r['calls'], 'call')} now ({r['cached']} cached, {r['errors']} failed), "
+            f"{r['prompt_tokens']} prompt + {r['completion_tokens']} completion tokens, cost {cost}",
+            highlight=False,
+        )
+    for c in results.get("comparisons", []):
+        if c["metric"] == "j":
+            out.print(
+                f"{c['label']}, J: {c['mean_diff']:+.4f} (95% CI {c['ci95'][0]:+.4f}..{c['ci95'][1]:+.4f}, "
+                f"randomization p={c['p_randomization']:.4f})",
+                highlight=False,
+            )
     out.print(f"took {results['took_s']} s", highlight=False)

@@ -7,7 +7,8 @@ Each turn is one memory, as ``Memory.add_messages`` stores a message: text ``Spe
 the shared photo's caption), the turn before it as index-only context, metadata ``session_id`` (``{conversation}:S{n}``), ``turn``, ``speaker``,
 ``user_id`` (the conversation: the scope each of its questions searches in, as the benchmark
 intends) and ``occurred_at`` the session's date-time (plus one second per turn, so turns keep their
-order). The evidence turns are the judged documents. The loader repairs the data issues its README
+order). The evidence turns are the judged documents; the gold answers are kept for the
+answer-level evaluation (:mod:`hybridmem.eval.answers`). The loader repairs the data issues its README
 lists (``"D8:6; D9:17"``, ``"D:11:26"``, ids naming no turn) and leaves out questions without evidence.
 
 Questions that name a time ("… in May 2023", "… last week", resolved against the conversation's last
@@ -99,6 +100,7 @@ def load_locomo(path: Path) -> dict[str, Any]:
     categories: dict[str, str] = {}
     scopes: dict[str, dict[str, Any]] = {}
     tags: dict[str, list[str]] = {}
+    answers: dict[str, str] = {}
     for item in items:
         conv_id = str(item.get("sample_id") or f"conv-{len(scopes)}")
         turns, last = _turns(conv_id, item["conversation"])
@@ -113,6 +115,8 @@ def load_locomo(path: Path) -> dict[str, Any]:
             qrels[qid] = {d: 1 for d in evidence}
             categories[qid] = CATEGORIES.get(int(qa.get("category", 0)), str(qa.get("category")))
             scopes[qid] = {"user_id": conv_id}
+            # an adversarial question (5) has only the trap answer ("adversarial_answer"): no gold
+            answers[qid] = "" if int(qa.get("category", 0)) == 5 else str(qa.get("answer", ""))
             if find_time_expressions(queries[qid], last):
                 tags[qid] = ["time-constrained"]
     return dict(
@@ -128,4 +132,5 @@ def load_locomo(path: Path) -> dict[str, Any]:
         fingerprint=hashlib.sha256(json.dumps(docs, sort_keys=True).encode()).hexdigest()[:16],
         scopes=scopes,
         tags=tags,
+        answers=answers,
     )

@@ -42,6 +42,8 @@ class Dataset:
     scopes: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: extra labels of a query, scored apart (``time-constrained``)
     tags: dict[str, list[str]] = field(default_factory=dict)
+    #: a question's gold answer (LoCoMo; an adversarial question's is empty: it has none to say)
+    answers: dict[str, str] = field(default_factory=dict)
 
     def subset(self, qids: list[str], split: str) -> Dataset:
         """The same corpus with only ``qids`` as queries (for tune / report halves)."""
@@ -60,6 +62,7 @@ class Dataset:
             self.fingerprint,
             {q: s for q, s in self.scopes.items() if q in qids},
             {q: t for q, t in self.tags.items() if q in qids},
+            {q: a for q, a in self.answers.items() if q in qids},
         )
 
 

@@ -25,6 +25,30 @@ def _doc_ranking(resp: Any) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def search_request(
+    ds: Dataset, qid: str, mode: str, top_k: int, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ``Memory.search`` request of query ``qid`` in ``mode`` (its scope, filter, the hybrid
+    parameters the mode sets, its context window)."""
+    # every mode names its fusion: a HYBRIDMEM_FUSION in the environment does not change what is measured
+    plain = PLAIN_HYBRID if mode == "hybrid" else {"fusion": "rrf"}
+    agent, window = AGENT_MODES.get(mode, (plain, None))
+    req: dict[str, Any] = {
+        "query_id": qid,
+        "search_text": ds.queries[qid],
+        "top_k": top_k,
+        "mode": "hybrid" if mode in AGENT_MODES else mode,
+        **ds.scopes.get(qid, {}),
+    }
+    if qid in ds.filters:
+        req["metadata_filter"] = ds.filters[qid]
+    if params or agent:
+        req["hybrid_params"] = {**agent, **(params or {})}
+    if window:
+        req["context_window"] = window
+    return req
+
+
 def run_mode(
     mem: Memory,
     ds: Dataset,
@@ -40,23 +64,8 @@ def run_mode(
     leg_trouble: dict[str, int] = {}
     rerankers: dict[str, int] = {}  # reranker -> queries it actually reordered
     rerank_notes: dict[str, int] = {}
-    # every mode names its fusion: a HYBRIDMEM_FUSION in the environment does not change what is measured
-    plain = PLAIN_HYBRID if mode == "hybrid" else {"fusion": "rrf"}
-    agent, window = AGENT_MODES.get(mode, (plain, None))
-    for qid, text in ds.queries.items():
-        req: dict[str, Any] = {
-            "query_id": qid,
-            "search_text": text,
-            "top_k": cfg.top_k,
-            "mode": "hybrid" if mode in AGENT_MODES else mode,
-            **ds.scopes.get(qid, {}),
-        }
-        if qid in ds.filters:
-            req["metadata_filter"] = ds.filters[qid]
-        if params or agent:
-            req["hybrid_params"] = {**agent, **(params or {})}
-        if window:
-            req["context_window"] = window
+    for qid in ds.queries:
+        req = search_request(ds, qid, mode, cfg.top_k, params)
         t = time.perf_counter()
         resp = mem.search(req)
         lat.append((time.perf_counter() - t) * 1000)

@@ -118,6 +118,12 @@ def register(app: FastAPI, d: Deps) -> None:
             raise NotFoundError(f"no graph job {job_id!r}")
         return _job_response(job)
 
+    _register_reads(app, d)
+
+
+def _register_reads(app: FastAPI, d: Deps) -> None:
+    """The graph's reads: status, communities, entities, the corpus-wide answer."""
+
     @app.get("/v1/graph/status", tags=["graph"], responses=error_responses(401, 403, 422, 504))
     async def graph_status(p: Caller, namespace: NamespaceQuery = None) -> Response:
         """Entities, relations, fresh and stale communities, summary ages."""
