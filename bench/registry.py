@@ -274,6 +274,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("first_view_ms", "p50"), ("browser_search_round_trip_ms", "p50"), ("memory_search_ms", "p50")),
     ),
     Bench(
+        "ui_graph",
+        "benchmark",
+        "the explorer's graph view on the podcast graph in Debian's chromium: communities view, an entity's view for the most connected entities, a re-centre, suggestions (target p50 <= 300 ms)",
+        "the shared podcast transcripts (1,669 parts), hash embedder, offline graph",
+        "GET /v1/graph/entities/{name} over HTTP and Memory.graph.show in the server's process, same entities",
+        "1 (10 s to build the store and graph once)",
+        R + "ui-graph.json",
+        "ui-graph.json",
+        (("graph", "entities"), ("entity_view_ms", "p50"), ("recentre_ms", "p50"), ("graph_show_ms", "p50")),
+    ),
+    Bench(
         "transfer",
         "benchmark",
         "export --with-vectors to .jsonl.gz and import into a new SQLite file: docs/s, peak RSS above each process's baseline (target <= 300 MB)",

@@ -79,6 +79,28 @@ def test_cooccurrence_edges_are_counted_per_chunk(mem: Memory) -> None:
     assert co["redis-prod-01"] == 1.0
 
 
+def test_lookups_see_every_update_and_stay_in_their_namespace(mem: Memory) -> None:
+    """show/find reuse the loaded graph only while its version holds: an update adding an entity
+    is seen at once; a typo finds the name; another namespace's graph never answers."""
+    mem.add("auth-service and billing-service share redis-prod-01.", id="a")
+    mem.graph.build()
+    assert [m["name"] for m in mem.graph.find("billing")["entities"]] == ["billing-service"]
+    with pytest.raises(NotFoundError):
+        mem.graph.show("ledger-service")
+    mem.add("ledger-service writes to billing-service.", id="b")
+    mem.graph.update()
+    assert mem.graph.show("ledger-service")["name"] == "ledger-service"
+    assert mem.graph.find("ledgr-service")["entities"][0]["name"] == "ledger-service"  # near spelling
+    mem.add("payroll-service only lives in team-b.", id="c", namespace="team-b")
+    mem.graph.build(namespace="team-b")
+    assert mem.graph.find("payroll")["entities"] == []
+    with pytest.raises(NotFoundError):
+        mem.graph.show("payroll-service")
+    assert mem.graph.find("payroll", namespace="team-b")["entities"][0]["name"] == "payroll-service"
+    with pytest.raises(ValidationError):
+        mem.graph.find(" ")
+
+
 # ------------------------------------------------------------------------------ build, provenance
 
 

@@ -102,7 +102,7 @@ def show(store: Store, gstore: GraphStore, ns: str, name: str, limit: int) -> di
     """An entity (by any variant of its name): type, provenance, relations, communities."""
     if not isinstance(name, str) or not name.strip():
         raise ValidationError("entity name must not be empty", field="entity")
-    data = gstore.load(ns)
+    data = gstore.load_for_reads(ns)
     key = entity_key(name)
     eid = next((i for i, v in data.entities.items() if v[0] == key), None)
     if eid is None:
@@ -140,7 +140,7 @@ def find(gstore: GraphStore, ns: str, text: str, limit: int) -> dict[str, Any]:
     then near spellings; ties by mentions. What the explorer's entity box suggests."""
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("the entity text to look for must not be empty", field="q")
-    data = gstore.load(ns)
+    data = gstore.load_for_reads(ns)
     return {"namespace": ns, "total_entities": len(data.entities), "entities": _matches(data, entity_key(text), limit)}
 
 
@@ -181,7 +181,7 @@ def _matches(data: Any, key: str, limit: int) -> list[dict[str, Any]]:
 
 def to_digraph(store: Store, gstore: GraphStore, ns: str) -> nx.DiGraph:
     """The graph as a networkx DiGraph: entities with their communities and chunks, relations."""
-    data = gstore.load(ns)
+    data = gstore.load_for_reads(ns)
     g = to_networkx(data.entities, data.relations)
     comm: dict[str, dict[str, str]] = {}
     for c in gstore.communities(ns):

@@ -62,6 +62,8 @@ class GraphStore:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        #: the last graph loaded for reads, per namespace, with its version (see ``load_for_reads``)
+        self._read_cache: dict[str, GraphData] = {}
 
     def _ns(self, namespace: str) -> int | None:
         return self.store.namespace_id(namespace)
@@ -280,6 +282,20 @@ class GraphStore:
         if row is None:
             return None
         return {"version": row[0], "built_at": row[1], "params": json.loads(row[2])}
+
+    def load_for_reads(self, namespace: str) -> GraphData:
+        """``load``, reused while the namespace's graph and chunks keep their version (a build,
+        an update or any write of a chunk changes it): the explorer's entity views and lookups read
+        the whole graph, 52 ms a time on the podcast graph. Callers must not modify what it returns."""
+        version = self.version(namespace)
+        hit = self._read_cache.get(namespace)
+        if hit is not None and hit.version == version:
+            return hit
+        data = self.load(namespace)
+        if len(self._read_cache) >= 8:
+            self._read_cache.pop(next(iter(self._read_cache)))
+        self._read_cache[namespace] = data
+        return data
 
     def load(self, namespace: str) -> GraphData:
         ns = self._ns(namespace)
