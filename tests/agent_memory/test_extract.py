@@ -278,3 +278,38 @@ def test_the_openai_wire_carries_the_schema_and_the_reply_is_parsed(tmp_path: Pa
             item = schema["properties"]["facts"]["items"]
             assert set(item["properties"]) == {"text", "key", "occurred_at", "source_turns"}
             assert "[s1:0]" in seen.prompt and ex.usage.prompt_tokens == 11 and ex.usage.completion_tokens == 7
+
+
+def test_async_extractions_run_at_most_the_concurrency_limit_at_once(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+    import time
+
+    from hybridmem.extract import CONCURRENCY
+
+    lock, running, peak = threading.Lock(), [0], [0]
+
+    def slow(prompt: str) -> str:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.15)
+        with lock:
+            running[0] -= 1
+        turn = prompt.split("NEW TURNS:\n[", 1)[1].split("]", 1)[0]
+        return _facts(_fact(f"Fact of {turn}.", [turn]))
+
+    m, _ = _memory(tmp_path / "a.db", Router(slow))
+
+    async def main() -> list[Any]:
+        calls = [
+            m.aadd_messages(TURNS[:1], session_id=f"s{i}", user_id=f"u{i}", extract=True)
+            for i in range(CONCURRENCY + 2)
+        ]
+        return await asyncio.gather(*calls)
+
+    with m:
+        reports = asyncio.run(main())
+        assert [r.extraction.facts[0].text for r in reports] == [f"Fact of s{i}:0." for i in range(CONCURRENCY + 2)]
+        assert 1 <= peak[0] <= CONCURRENCY, peak
+        assert asyncio.run(m.aextract_pending()).pending == 0
