@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from test_extract import TURNS, Router, _fact, _facts
+
 from hybridmem import Memory
 from hybridmem.server.config import ServerConfig
 from llm_fakes import FakeLLMServer, ScriptedChatModel
 from server_utils import LiveServer, assert_error
-from test_extract import TURNS, Router, _fact, _facts
 
 
 def test_http_messages_with_extract_report_facts_usage_and_metrics(tmp_path: Path) -> None:
