@@ -65,7 +65,7 @@ class Router:
         return self.check(json.loads(existing), new)
 
 
-def _memory(path: Path, router: Router | None = None, **kw: Any) -> tuple[Memory, ScriptedChatModel]:
+def _memory(path: str | Path, router: Router | None = None, **kw: Any) -> tuple[Memory, ScriptedChatModel]:
     llm = ScriptedChatModel([router] * 200 if router else [])
     return Memory(path, embedder="hash", auto_embed=False, llm=llm, **kw), llm
 
@@ -313,3 +313,21 @@ def test_async_extractions_run_at_most_the_concurrency_limit_at_once(tmp_path: P
         assert [r.extraction.facts[0].text for r in reports] == [f"Fact of s{i}:0." for i in range(CONCURRENCY + 2)]
         assert 1 <= peak[0] <= CONCURRENCY, peak
         assert asyncio.run(m.aextract_pending()).pending == 0
+
+
+def test_pending_batches_are_kept_by_both_backends(target: str | Path) -> None:
+    """The pending batches live in the store (its meta table): a new process on the same SQLite
+    file or PostgreSQL database finds them, and a retry takes each one once."""
+    llm = ScriptedChatModel(["not json", "still not json"])
+    with Memory(target, embedder="hash", auto_embed=False, llm=llm) as m:
+        ex = m.add_messages(TURNS, session_id="s1", user_id="u1", namespace="a", extract=True).extraction
+        assert ex is not None and ex.pending == 1 and ex.batches[0].status == "pending"
+    router = Router(lambda prompt: _facts(_fact("Caroline adopted a cat named Luna.", ["s1:2"])))
+    m, _ = _memory(target, router)
+    with m:
+        assert m.extract_pending(namespace="b").batches == []  # another namespace's batches are not run
+        got = m.extract_pending(namespace="a", limit=5)
+        assert [b.turns for b in got.batches] == [["s1:0", "s1:1", "s1:2", "s1:3"]] and got.pending == 0
+        (fact,) = got.facts
+        assert m.get(fact.id, namespace="a")["metadata"]["source_turns"] == ["s1:2"]
+        assert m.extract_pending(namespace="*").batches == [] and len(router.prompts) == 1
