@@ -331,3 +331,31 @@ def test_pending_batches_are_kept_by_both_backends(target: str | Path) -> None:
         (fact,) = got.facts
         assert m.get(fact.id, namespace="a")["metadata"]["source_turns"] == ["s1:2"]
         assert m.extract_pending(namespace="*").batches == [] and len(router.prompts) == 1
+
+
+def test_the_per_call_budget_cuts_batches_and_bounds_the_facts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDMEM_EXTRACT_MAX_CHARS", "500")
+    monkeypatch.setenv("HYBRIDMEM_EXTRACT_MAX_FACTS", "1")
+    long = [{"role": "user", "name": "Ann", "content": f"Story {i}: " + "word " * 40} for i in range(4)]
+    big = [{"role": "user", "name": "Ann", "content": "Huge: " + "x" * 3000}]
+
+    def extract(prompt: str) -> str:
+        first = prompt.split("NEW TURNS:\n[", 1)[1].split("]", 1)[0]
+        return _facts(_fact(f"Ann told story {first}.", [first]), _fact("Ann talks a lot.", [first]))
+
+    router = Router(extract)
+    m, _ = _memory(tmp_path / "b.db", router)
+    with m:
+        ex = m.add_messages(long, session_id="s", extract=True).extraction
+        assert ex is not None and [b.turns for b in ex.batches] == [
+            ["s:0", "s:1"],
+            ["s:2", "s:3"],
+        ]  # ~220 characters a turn
+        assert all(len(b.facts) == 1 for b in ex.batches)
+        assert all(b.dropped[0].reason == "over the limit of 1 facts per batch" for b in ex.batches)
+        m.add_messages(big, session_id="s", extract=True)
+        assert len(router.prompts[-1].split("NEW TURNS:\n", 1)[1]) < 600  # a turn over the budget is cut
+        monkeypatch.setenv("HYBRIDMEM_EXTRACT_MAX_CHARS", "lots")
+        with pytest.raises(ValidationError) as e:
+            m.add_messages(long, session_id="s", extract=True)
+        assert e.value.field == "HYBRIDMEM_EXTRACT_MAX_CHARS"

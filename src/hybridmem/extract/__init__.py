@@ -20,13 +20,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LLMError, ValidationError
-from ..models import ExtractionBatch, ExtractionReport, Usage
+from ..models import DroppedFact, ExtractionBatch, ExtractionReport, Usage
 from ..timeexpr import parse_timestamp
 from . import pending, prompt
 from .facts import FACT_FILTER, Writes, store_fact
 from .pending import Batch
 
-__all__ = ["CONCURRENCY", "Options", "check_options", "extract_turns", "pending_count", "run_pending"]
+__all__ = [
+    "BUDGET_ENVS",
+    "CONCURRENCY",
+    "Options",
+    "budget_from_env",
+    "check_options",
+    "extract_turns",
+    "pending_count",
+    "run_pending",
+]
 
 #: the most extraction calls running at once in this process (``HYBRIDMEM_EXTRACT_CONCURRENCY``)
 CONCURRENCY = max(1, int(os.environ.get("HYBRIDMEM_EXTRACT_CONCURRENCY", "") or 2))
@@ -46,6 +55,28 @@ class Options:
     candidates: int = 5
 
 
+#: the environment variables of the per-call budget, with their defaults and bounds
+BUDGET_ENVS = {
+    "max_chars": ("HYBRIDMEM_EXTRACT_MAX_CHARS", 12_000, 500, 1_000_000),
+    "max_facts": ("HYBRIDMEM_EXTRACT_MAX_FACTS", 20, 1, 200),
+}
+
+
+def budget_from_env() -> dict[str, int]:
+    """``max_chars`` and ``max_facts`` from the environment (unset: the defaults)."""
+    out = {}
+    for name, (env, default, lo, hi) in BUDGET_ENVS.items():
+        raw = os.environ.get(env, "").strip()
+        try:
+            value = int(raw) if raw else default
+        except ValueError:
+            value = lo - 1
+        if not lo <= value <= hi:
+            raise ValidationError(f"must be an integer from {lo} to {hi}, got {raw!r}", field=env)
+        out[name] = value
+    return out
+
+
 def check_options(extract: Any, batch: Any, llm: Any) -> Options:
     """The options of ``add_messages(extract=..., extract_batch=...)``, checked before anything is
     written; ValidationError naming ``extract`` when there is no LLM to extract with."""
@@ -59,7 +90,7 @@ def check_options(extract: Any, batch: Any, llm: Any) -> Options:
             "HYBRIDMEM_LLM_BASE_URL for a local server)",
             field="extract",
         )
-    return Options(batch=batch)
+    return Options(batch=batch, **budget_from_env())
 
 
 def batches_of(ns: str, turns: Sequence[tuple[str, str]], scope: dict[str, Any], opts: Options) -> list[Batch]:
@@ -96,8 +127,9 @@ def run_pending(mem: Writes, ns: str | None, opts: Options | None = None, limit:
         raise ValidationError("extracting facts needs an LLM (llm=, or HYBRIDMEM_LLM)", field="extract")
     work = pending.list_pending(mem.store, ns)[: limit if limit is not None else None]
     report = ExtractionReport(model=mem.llm.name)
+    opts = opts or Options(**budget_from_env())
     for b in work:
-        report.batches.append(_batch(mem, b.namespace, b, opts or Options()))
+        report.batches.append(_batch(mem, b.namespace, b, opts))
         report.usage.merge(report.batches[-1].usage)
     report.pending = pending.count(mem.store, ns)
     return report
@@ -177,13 +209,13 @@ def _batch(mem: Writes, ns: str, b: Batch, opts: Options) -> ExtractionBatch:
     assert isinstance(done.data, prompt.ProposedFacts)
     facts, out.dropped = prompt.check(done.data, turns, opts.max_facts)
     for f in facts:
-        result, usage = store_fact(mem, ns, f, b, opts.candidates)
+        try:
+            result, usage = store_fact(mem, ns, f, b, opts.candidates)
+        except ValidationError as e:  # what the model wrote cannot be stored as it is (too much metadata, ...)
+            out.dropped.append(DroppedFact(text=f.text, reason=f"not stored: {e}"[:1000]))
+            continue
         out.facts.append(result)
         out.usage.merge(usage)
     pending.done(mem.store, b.id)
     out.status = "done"
     return out
-
-
-def usage_of(report: ExtractionReport | None) -> Usage:
-    return report.usage if report is not None else Usage()

@@ -22,6 +22,8 @@ __all__ = ["FACT_CHARS", "KEY_CHARS", "Fact", "Known", "ProposedFact", "Proposed
 FACT_CHARS = 500
 #: the most characters of a fact's key; a longer one is dropped from the fact (the fact is kept)
 KEY_CHARS = 128
+#: the most source turns one fact keeps (the first named)
+MAX_SOURCES = 20
 #: the most characters of one known fact shown to the model
 KNOWN_CHARS = 300
 
@@ -120,7 +122,8 @@ def check(proposed: ProposedFacts, turns: list[Turn], max_facts: int) -> tuple[l
     seen: set[str] = set()
     for p in proposed.facts:
         text = " ".join(p.text.split())
-        sources = list(dict.fromkeys(s.strip() for s in p.source_turns if isinstance(s, str) and s.strip() in by_id))
+        named = (s.strip() for s in p.source_turns if isinstance(s, str))
+        sources = list(dict.fromkeys(s for s in named if s in by_id))[:MAX_SOURCES]
         why = _refused(text, sources, p, seen, len(kept), max_facts)
         if why is not None:
             dropped.append(DroppedFact(text=text[:FACT_CHARS], reason=why))
