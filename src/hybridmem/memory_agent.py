@@ -120,8 +120,10 @@ class AgentMethods:
         report = conversation.add_messages(
             self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id, written=written
         )
-        if extract:
-            report.extraction = extraction.extract_turns(self, ns, written, scope, opts)
+        if extract:  # the turns this call wrote (a message stored unchanged already had its chance)
+            new = set(report.added) | set(report.updated)
+            turns = [(tid, text) for tid, text in written if tid in new]
+            report.extraction = extraction.extract_turns(self, ns, turns, scope, opts)
         return report
 
     def extract_pending(self: _Host, *, namespace: str | None = None, limit: int | None = None) -> ExtractionReport:

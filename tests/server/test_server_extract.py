@@ -54,23 +54,35 @@ def test_http_messages_with_extract_report_facts_usage_and_metrics(tmp_path: Pat
             assert len(router.prompts) == 2 and m.store.max_turn("team", "s3") is None
 
 
-def test_http_extract_without_an_llm_is_a_422_and_a_failing_model_leaves_the_batch_pending(tmp_path: Path) -> None:
+def test_http_extract_without_an_llm_is_a_422_and_a_pending_batch_is_retried_in_its_namespace(tmp_path: Path) -> None:
     with Memory(tmp_path / "n.db", embedder="hash", auto_embed=False, llm="none") as plain:
         with LiveServer(plain) as s, s.client() as c:
             r = c.post("/v1/messages", json={"messages": TURNS, "session_id": "s1", "extract": True})
             err = assert_error(r, 422, field="extract")
             assert "LLM" in err["message"] and plain.stats().documents == 0
+        with LiveServer(plain) as s, s.client() as c:
+            assert_error(c.post("/v1/extract/pending"), 422, field="extract")
     llm = ScriptedChatModel(["not json", "still not json"])
     with Memory(tmp_path / "f.db", embedder="hash", auto_embed=False, llm=llm) as m:
-        with LiveServer(m) as s, s.client() as c:
-            r = c.post("/v1/messages", json={"messages": TURNS, "session_id": "s1", "extract": True})
-            assert r.status_code == 200, r.text
-            (batch,) = r.json()["extraction"]["batches"]
-            assert batch["status"] == "pending" and "invalid output" in batch["error"]
-            assert r.json()["extraction"]["pending"] == 1 and r.json()["added"] == ["s1:0", "s1:1", "s1:2", "s1:3"]
-            assert 'purpose="extract",status="ok"} 1' in c.get("/metrics").text  # the call answered, badly
-        llm.replies.append(_facts(_fact("Caroline moved to Lisbon.", ["s1:0"])))
-        assert m.extract_pending().pending == 0 and m.stats().documents == 5
+        with LiveServer(m, ServerConfig(api_keys={"key-extract-a": ("a",), "key-extract-b": ("b",)})) as s:
+            with s.client("key-extract-a") as c, s.client("key-extract-b") as other:
+                r = c.post("/v1/messages", json={"messages": TURNS, "session_id": "s1", "extract": True})
+                assert r.status_code == 200, r.text
+                (batch,) = r.json()["extraction"]["batches"]
+                assert batch["status"] == "pending" and "invalid output" in batch["error"]
+                assert r.json()["extraction"]["pending"] == 1 and r.json()["added"] == ["s1:0", "s1:1", "s1:2", "s1:3"]
+                assert 'purpose="extract",status="ok"} 1' in c.get("/metrics").text  # the call answered, badly
+                llm.replies.append(_facts(_fact("Caroline moved to Lisbon.", ["s1:0"])))
+                theirs = other.post("/v1/extract/pending", json={})
+                assert (
+                    theirs.status_code == 200 and theirs.json()["batches"] == [] and theirs.json()["namespace"] == "b"
+                )
+                assert_error(other.post("/v1/extract/pending", json={"namespace": "a"}), 403, "forbidden")
+                assert_error(c.post("/v1/extract/pending", json={"limit": 0}), 422, field="limit")
+                again = c.post("/v1/extract/pending").json()
+                assert again["pending"] == 0 and again["namespace"] == "a"
+                assert [f["source_turns"] for b in again["batches"] for f in b["facts"]] == [["s1:0"]]
+        assert m.stats(namespace="a").documents == 5
 
 
 def test_mcp_remember_messages_with_extract_over_the_openai_wire(tmp_path: Path) -> None:

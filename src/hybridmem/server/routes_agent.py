@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ValidationError
-from ..models import Embedding, IngestReport, MemoryDecision, Message, Namespace, RequestModel
+from ..models import Embedding, ExtractionReport, IngestReport, MemoryDecision, Message, Namespace, RequestModel
 from . import common
 from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
 
@@ -57,6 +57,17 @@ class RememberRequest(RequestModel):
         None, strict=True, description="Skip it (NONE) if a current memory of the scope says the same; default: server."
     )
     namespace: Namespace = None
+
+
+class ExtractPendingRequest(RequestModel):
+    """Run again the fact-extraction batches of the namespace that a failing model left pending."""
+
+    limit: int | None = Field(None, ge=1, le=1000, strict=True, description="At most this many batches, oldest first.")
+    namespace: Namespace = None
+
+
+class ExtractPendingReport(ExtractionReport):
+    namespace: str
 
 
 class RememberReport(MemoryDecision):
@@ -155,6 +166,23 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         if report.extraction is not None:
             d.metrics.observe_llm(report.extraction.usage)
         return MessagesReport(**report.model_dump(), namespace=ns, session_id=body.session_id)
+
+    @app.post(
+        "/v1/extract/pending",
+        response_model=ExtractPendingReport,
+        tags=["agent memory"],
+        responses=error_responses(401, 403, 413, 422, 429, 504, 507),
+    )
+    async def extract_pending(p: Caller, body: ExtractPendingRequest | None = None) -> ExtractPendingReport:
+        """Run again the namespace's fact-extraction batches left pending by a model that failed
+        (`POST /v1/messages` with `extract`); 422 naming `extract` without an LLM."""
+        body = body or ExtractPendingRequest.model_validate({})
+        ns = p.namespace(body.namespace)
+        report: ExtractionReport = await d.expensive(p).write(
+            d.memory().extract_pending, namespace=ns, limit=body.limit
+        )
+        d.metrics.observe_llm(report.usage)
+        return ExtractPendingReport(**report.model_dump(), namespace=ns)
 
     @app.post(
         "/v1/remember",
