@@ -359,3 +359,22 @@ def test_the_per_call_budget_cuts_batches_and_bounds_the_facts(tmp_path: Path, m
         with pytest.raises(ValidationError) as e:
             m.add_messages(long, session_id="s", extract=True)
         assert e.value.field == "HYBRIDMEM_EXTRACT_MAX_CHARS"
+
+
+@pytest.mark.parametrize("provider", ["gemini", "anthropic"])
+def test_gemini_and_anthropic_wires_carry_the_extraction_too(tmp_path: Path, provider: str) -> None:
+    """The real Gemini and Anthropic clients over HTTP: the schema asked in each one's form, the
+    reply (Gemini's JSON text, Anthropic's forced tool call) parsed into facts."""
+    from test_llm import model_for
+
+    with FakeLLMServer() as server:
+        server.responder = lambda seen: _facts(_fact("Caroline adopted a cat named Luna.", ["s1:2"], key="pet"))
+        llm = model_for(provider, server, retry=FAST)
+        with Memory(tmp_path / "w.db", embedder="hash", auto_embed=False, llm=llm) as m:
+            ex = m.add_messages(TURNS, session_id="s1", extract=True).extraction
+            assert ex is not None and ex.model == f"{provider}:test-model"
+            (fact,) = ex.facts
+            assert (fact.source_turns, fact.key) == (["s1:2"], "pet")
+            (seen,) = server.requests
+            assert seen.provider == provider and seen.schema_name in ("json", "ProposedFacts")
+            assert "[s1:2]" in seen.prompt and ex.usage.prompt_tokens == 11
