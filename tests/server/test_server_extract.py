@@ -10,6 +10,7 @@ from pathlib import Path
 from test_extract import TURNS, Router, _fact, _facts
 
 from hybridmem import Memory
+from hybridmem.extract import pending_count
 from hybridmem.server.config import ServerConfig
 from llm_fakes import FakeLLMServer, ScriptedChatModel
 from server_utils import LiveServer, assert_error
@@ -125,3 +126,26 @@ def test_mcp_remember_messages_with_extract_over_the_openai_wire(tmp_path: Path)
         assert server.requests[0].schema_name == "ProposedFacts"
     with Memory(db, embedder="hash") as m:
         assert m.get(fact["id"])["metadata"]["kind"] == "fact"
+
+
+def test_an_extraction_past_the_request_timeout_is_a_504_and_loses_nothing(tmp_path: Path) -> None:
+    import time
+
+    def slow(prompt: str) -> str:
+        time.sleep(0.6)
+        turn = prompt.split("NEW TURNS:\n[", 1)[1].split("]", 1)[0]
+        return _facts(_fact(f"Fact of {turn}.", [turn]))
+
+    llm = ScriptedChatModel([Router(slow)] * 20)
+    with Memory(tmp_path / "slow.db", embedder="hash", auto_embed=False, llm=llm) as m:
+        with LiveServer(m, ServerConfig(request_timeout=0.5)) as s, s.client() as c:
+            body = {"messages": TURNS, "session_id": "s1", "extract": True, "extract_batch": 1}
+            assert_error(c.post("/v1/messages", json=body), 504)
+            deadline = time.monotonic() + 10  # the request's thread goes on in the background
+            while time.monotonic() < deadline and pending_count(m, "default"):
+                time.sleep(0.1)
+            left = c.post("/v1/extract/pending").json()  # whatever the timed-out request did not finish
+            assert left["pending"] == 0, left
+        assert m.store.max_turn("default", "s1") == 3  # every turn stored
+        facts = m.search({"search_text": "Fact of", "top_k": 20, "mode": "bm25", "metadata_filter": {"kind": "fact"}})
+        assert {h.text for h in facts.results} == {f"Fact of s1:{i}." for i in range(4)}
