@@ -228,6 +228,9 @@ def test_without_an_llm_extract_is_refused_naming_the_field_and_nothing_is_writt
         with pytest.raises(ValidationError) as e:
             m.extract_pending()
         assert e.value.field == "extract"
+        with pytest.raises(ValidationError) as e:  # a message cannot pass itself off as a fact
+            m.add_messages([{**TURNS[0], "metadata": {"kind": "fact"}}], session_id="s1")
+        assert e.value.field == "messages[0].metadata" and "kind" in str(e.value)
         assert m.stats().documents == 0
 
 
