@@ -126,6 +126,18 @@ class AgentMethods:
             report.extraction = extraction.extract_turns(self, ns, turns, scope, opts)
         return report
 
+    def extract_session(
+        self: _Host, session_id: str, *, namespace: str | None = None, extract_batch: int = 20
+    ) -> ExtractionReport:
+        """Extract facts from the turns a session holds now (stored without ``extract``, or again),
+        as ``add_messages(..., extract=True)`` does from new ones, its scope (user, agent) read from
+        its turns. NotFoundError for a session without turns; needs an LLM (``extract``)."""
+        ns = self._ns(namespace)
+        check_scopes(session_id)
+        opts = extraction.check_options(True, extract_batch, self.llm)
+        turns, scope = extraction.stored_session(self, ns, session_id)
+        return extraction.extract_turns(self, ns, turns, scope, opts)
+
     def extract_pending(self: _Host, *, namespace: str | None = None, limit: int | None = None) -> ExtractionReport:
         """Run again the extraction batches left pending (a model that failed or answered invalid
         JSON): of ``namespace``, or of every namespace with ``namespace="*"``; at most ``limit``

@@ -53,6 +53,8 @@ class _Sync(Protocol):
     def add_messages(self) -> Callable[..., IngestReport]: ...
     @property
     def extract_pending(self) -> Callable[..., ExtractionReport]: ...
+    @property
+    def extract_session(self) -> Callable[..., ExtractionReport]: ...
 
 
 class AsyncMethods:
@@ -94,3 +96,6 @@ class AsyncMethods:
 
     async def aextract_pending(self: _Sync, **kwargs: Any) -> ExtractionReport:
         return await _to_thread(self.extract_pending, **kwargs)
+
+    async def aextract_session(self: _Sync, session_id: str, **kwargs: Any) -> ExtractionReport:
+        return await _to_thread(self.extract_session, session_id, **kwargs)

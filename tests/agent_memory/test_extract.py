@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from hybridmem import Memory
-from hybridmem.errors import ValidationError
+from hybridmem.errors import NotFoundError, ValidationError
 from hybridmem.llm.openai import OpenAIChatModel
 from llm_fakes import FAST, FakeLLMServer, Scripted, ScriptedChatModel
 
@@ -381,3 +381,22 @@ def test_gemini_and_anthropic_wires_carry_the_extraction_too(tmp_path: Path, pro
             (seen,) = server.requests
             assert seen.provider == provider and seen.schema_name in ("json", "ProposedFacts")
             assert "[s1:2]" in seen.prompt and ex.usage.prompt_tokens == 11
+
+
+def test_a_session_stored_without_extract_can_be_extracted_later(tmp_path: Path) -> None:
+    long_turn = {"role": "user", "name": "Caroline", "content": "I adopted a cat. " + "Luna purrs. " * 150}
+    router = Router(lambda prompt: _facts(_fact("Caroline adopted a cat named Luna.", ["s1:4"])))
+    m, _ = _memory(tmp_path / "later.db", router, chunk_size=500)
+    with m:
+        m.add_messages([*TURNS, long_turn], session_id="s1", user_id="u1")  # no extract: no call
+        assert router.prompts == []
+        ex = m.extract_session("s1", extract_batch=10)
+        (batch,) = ex.batches
+        assert batch.turns == ["s1:0", "s1:1", "s1:2", "s1:3", "s1:4"] and batch.session_id == "s1"
+        assert (
+            router.prompts[0].count("[s1:4]") == 1 and "Luna purrs. Luna purrs." in router.prompts[0]
+        )  # chunks joined
+        (fact,) = ex.facts
+        assert m.get(fact.id)["metadata"]["user_id"] == "u1"  # the scope read from the turns
+        with pytest.raises(NotFoundError):
+            m.extract_session("nope")

@@ -45,3 +45,19 @@ def test_ingest_extract_leaves_a_failed_batch_pending_and_extract_pending_runs_i
         assert calls.count("ProposedFacts") == 4  # 1 + 2 (the failed one and its repair) + 1
     shown = json.loads(_ok(cli(db, "get", fact["id"])).stdout)
     assert shown["metadata"]["kind"] == "fact" and shown["metadata"]["source_turns"] == ["s1:2"]
+
+
+def test_extract_session_reads_a_session_ingested_without_extract(tmp_path: Path) -> None:
+    db, chat = tmp_path / "s.db", tmp_path / "chat.json"
+    chat.write_text(json.dumps({"session_id": "s1", "user_id": "u1", "messages": TURNS}))
+    _ok(cli(db, "ingest", str(chat), "--format", "chat"))
+    with FakeLLMServer() as server:
+        env = {"HYBRIDMEM_LLM": "openai:m", "HYBRIDMEM_LLM_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "k"}
+        server.responder = lambda seen: _facts(_fact("Caroline moved to Lisbon.", ["s1:0"], key="caroline.city"))
+        _fails(cli(db, "extract", "--pending", "--session", "s1", **env), 2, "--pending", "--session")
+        _fails(cli(db, "extract", "--session", "nope", **env), 3, "nope")
+        got = json.loads(_ok(cli(db, "extract", "--session", "s1", "--extract-batch", "4", "--json", **env)).stdout)
+        ((fact,),) = [b["facts"] for b in got["batches"]]
+        assert fact["source_turns"] == ["s1:0"] and fact["key"] == "caroline.city" and got["pending"] == 0
+        again = _ok(cli(db, "extract", "--session", "s1", **env)).stdout  # the same fact again: held already
+        assert "1 fact(s) (1 NONE)" in again

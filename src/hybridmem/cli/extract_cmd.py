@@ -49,6 +49,10 @@ def print_extraction(report: ExtractionReport) -> None:
 def extract(
     ctx: typer.Context,
     pending: bool = typer.Option(False, "--pending", help="Run again the batches a failing model left pending."),
+    session: Optional[str] = typer.Option(
+        None, "--session", metavar="ID", help="Extract from the turns this session holds (stored without --extract)."
+    ),
+    extract_batch: int = typer.Option(20, "--extract-batch", min=1, max=200, help="--session: turns per LLM call."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most N batches, oldest first."),
     all_namespaces: bool = typer.Option(False, "--all-namespaces", help="Every namespace's (default: --namespace)."),
     llm: Optional[str] = typer.Option(None, "--llm", help="The LLM spec (default: HYBRIDMEM_LLM)."),
@@ -58,15 +62,19 @@ def extract(
 
     Turns ingested with --extract whose LLM call timed out, failed or answered invalid JSON are
     stored, and their batch waits in the store; this runs each again, its facts through the
-    conflict check. The exit code is 7 when batches are still pending after it."""
+    conflict check. --session ID extracts from the turns a session holds (ingested without
+    --extract). The exit code is 7 when batches are still pending after it."""
     try:
-        if not pending:
-            raise ValidationError("say what to extract: --pending (the batches a failing model left)", "--pending")
+        if pending == (session is not None):
+            raise ValidationError("say what to extract: --pending, or --session ID (one of the two)", "--pending")
         kw: dict[str, Any] = {"llm": llm} if llm else {}
         with cli_context(ctx).open_memory(create=False, **kw) as mem:
             if mem.llm is None:
                 raise ValidationError("extracting facts needs an LLM: give --llm SPEC or set HYBRIDMEM_LLM", "--llm")
-            report = mem.extract_pending(namespace="*" if all_namespaces else None, limit=limit)
+            if session is not None:
+                report = mem.extract_session(session, extract_batch=extract_batch)
+            else:
+                report = mem.extract_pending(namespace="*" if all_namespaces else None, limit=limit)
     except HybridMemError as e:
         raise fail(e) from None
     if as_json:

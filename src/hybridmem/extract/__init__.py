@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import LLMError, ValidationError
+from ..errors import LLMError, NotFoundError, ValidationError
 from ..models import DroppedFact, ExtractionBatch, ExtractionReport, Usage
 from ..timeexpr import parse_timestamp
 from . import pending, prompt
@@ -35,6 +35,7 @@ __all__ = [
     "extract_turns",
     "pending_count",
     "run_pending",
+    "stored_session",
 ]
 
 #: the most extraction calls running at once in this process (``HYBRIDMEM_EXTRACT_CONCURRENCY``)
@@ -119,6 +120,25 @@ def extract_turns(
     for b in work:
         pending.record(mem.store, b)
     return _run(mem, ns, work, opts)
+
+
+def stored_session(mem: Writes, ns: str, session_id: str) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    """A stored session's current turns (id, text), in turn order, and its scope (session, and the
+    user and agent its first turn names): what :func:`extract_turns` takes, for turns stored
+    without ``extract``. NotFoundError when the session has no turn."""
+    last = mem.store.max_turn(ns, session_id)
+    if last is None:
+        raise NotFoundError(f"no turn of session {session_id!r} in namespace {ns!r}")
+    rowids = mem.store.session_turns(ns, session_id, 0, last, None)  # in turn order, a turn's chunks in order
+    rows = mem.store.fetch(rowids, ns)
+    texts: dict[str, list[str]] = {}
+    metas: dict[str, dict[str, Any]] = {}
+    for r in (rows[i] for i in rowids if i in rows):
+        texts.setdefault(r.doc_id, []).append(r.text)
+        metas.setdefault(r.doc_id, r.metadata)
+    first = next(iter(metas.values()), {})
+    scope = {"session_id": session_id, **{k: first.get(k) for k in ("user_id", "agent_id")}}
+    return [(doc_id, "\n\n".join(parts)) for doc_id, parts in texts.items()], scope
 
 
 def run_pending(mem: Writes, ns: str | None, opts: Options | None = None, limit: int | None = None) -> ExtractionReport:
