@@ -135,12 +135,16 @@ def reconcile(
     agent_id: str | None,
     candidates: int,
     check: bool,
+    where: dict[str, Any] | None = None,
+    note: str | None = None,
 ) -> MemoryDecision:
     """Store a validated statement: with ``check`` (the memory has an LLM), decided against its
-    ``candidates`` most similar memories of the scope; without, added as it is."""
+    ``candidates`` most similar memories of the scope (of those ``where`` allows, a metadata filter,
+    when given); without, added as it is. ``note`` (e.g. the turns a fact came from) follows the
+    decision's reason in the history of the memory written."""
     shown: list[Candidate] = []
     if check:
-        shown = _similar(mem, ns, text, user_id, agent_id, candidates)
+        shown = _similar(mem, ns, text, user_id, agent_id, candidates, where)
         assert mem.llm is not None
         decision = decide(mem.llm, text, shown)
     else:
@@ -152,13 +156,23 @@ def reconcile(
         candidates=[c.id for c in shown],
         usage=decision.usage,
     )
-    _apply(mem, ns, decision, prepared, meta, occurred_at, out)
+    _apply(mem, ns, decision, prepared, meta, occurred_at, out, note)
     return out
 
 
-def _similar(mem: Writes, ns: str, text: str, user_id: str | None, agent_id: str | None, k: int) -> list[Candidate]:
+def _similar(
+    mem: Writes,
+    ns: str,
+    text: str,
+    user_id: str | None,
+    agent_id: str | None,
+    k: int,
+    where: dict[str, Any] | None = None,
+) -> list[Candidate]:
     """The ``k`` current memories most like ``text`` in its scope (hybrid), one per document."""
-    req = {"search_text": text[:2000], "top_k": 4 * k, "mode": "hybrid", "namespace": ns}
+    req: dict[str, Any] = {"search_text": text[:2000], "top_k": 4 * k, "mode": "hybrid", "namespace": ns}
+    if where:
+        req["metadata_filter"] = where
     req.update({f: v for f, v in (("user_id", user_id), ("agent_id", agent_id)) if v is not None})
     try:
         hits = mem.search(req).results
@@ -179,9 +193,10 @@ def _apply(
     meta: dict[str, Any],
     occurred_at: str | float | None,
     out: MemoryDecision,
+    note: str | None = None,
 ) -> None:
     """Write what the decision says; ``out`` gets the memory's id and the write's report."""
-    why = f"{d.event} ({d.decided_by}): {out.reason}"[:1000]
+    why = f"{d.event} ({d.decided_by}): {out.reason}"[:1000] + (f"; {note}"[:1000] if note else "")
     if d.event == "ADD":
         prepared.keep_history, prepared.reason = True, why
         out.id, out.report = prepared.doc_id, mem._write(ns, [prepared], count_pending=True)

@@ -7,7 +7,8 @@ filterable like any metadata and lifted into each search result — and whose ti
 
 becomes the document ``{session_id}:{turn}`` with text ``Caroline: I moved to Lisbon.`` (the speaker in
 the text, so that "what did Caroline say" meets it on BM25) and metadata ``{"session_id", "turn",
-"role", "speaker", "user_id", "agent_id"}``. Messages are validated first; one bad message rejects
+"role", "speaker", "user_id", "agent_id", "kind": "turn"}`` (facts extracted from turns are ``kind:
+"fact"``, :mod:`hybridmem.extract`). Messages are validated first; one bad message rejects
 the call, naming the message and the field, and nothing is written. :func:`add_messages` and
 :func:`supersede` are ``Memory``'s writes of messages.
 """
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 #: the metadata keys a message's memory carries (reserved in a message's own metadata)
-SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id")
+SCOPE_KEYS = ("session_id", "turn", "role", "speaker", "user_id", "agent_id", "kind")
 
 
 def _message(m: dict[str, Any], i: int, error: type[Exception]) -> Message:
@@ -114,6 +115,7 @@ def messages_to_documents(
             "turn": turn,
             "role": m.role,
             "speaker": speaker,
+            "kind": "turn",
         }
         if user_id is not None:
             meta["user_id"] = user_id
@@ -155,9 +157,11 @@ def add_messages(
     session_id: str,
     user_id: str | None = None,
     agent_id: str | None = None,
+    written: list[tuple[str, str]] | None = None,
 ) -> IngestReport:
     """Store chat messages as memories of the session (``Memory.add_messages``), turns numbered
-    after its last one. All are validated first: one bad message writes nothing."""
+    after its last one. All are validated first: one bad message writes nothing. ``written`` (a
+    list) gets each stored turn's (id, text), in order."""
     check_scopes(session_id, user_id, agent_id)
     parsed = parse_messages(messages)
     last = mem.store.max_turn(ns, session_id)
@@ -178,6 +182,8 @@ def add_messages(
     for i in range(0, len(prepared), 256):
         report.merge(mem._write(ns, prepared[i : i + 256]))
     report.pending_vectors = mem.store.pending_count(ns)
+    if written is not None:
+        written.extend((d["id"], d["text"]) for d in docs)
     return report
 
 

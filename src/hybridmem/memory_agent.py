@@ -9,10 +9,11 @@ from typing import Any, Protocol
 
 from . import conflicts, conversation
 from . import dedupe as dd
+from . import extract as extraction
 from .conversation import check_scopes
 from .errors import NotFoundError, ValidationError
 from .ingest import check_id
-from .models import IngestReport, MemoryDecision, MemoryPage
+from .models import ExtractionReport, IngestReport, MemoryDecision, MemoryPage
 from .retrieve.legs import Legs
 from .retrieve.listing import list_page, list_request
 from .retrieve.search import Searcher
@@ -101,12 +102,50 @@ class AgentMethods:
         user_id: str | None = None,
         agent_id: str | None = None,
         namespace: str | None = None,
+        extract: bool = False,
+        extract_batch: int = 20,
     ) -> IngestReport:
         """Store chat messages (OpenAI style: ``role``, ``content``, optional ``name``, ``timestamp``,
-        ``id``, ``metadata``) as memories of the session, turns numbered after its last one
-        (:mod:`hybridmem.conversation`). All are validated first: one bad message writes nothing."""
+        ``id``, ``metadata``) as memories of the session (``kind: "turn"``), turns numbered after its
+        last one (:mod:`hybridmem.conversation`). All are validated first: one bad message writes
+        nothing. With ``extract`` (needs an LLM), the LLM then reads the new turns, ``extract_batch``
+        a call, and the facts it proposes are stored through the conflict check as memories of
+        ``kind: "fact"`` naming their source turns (:mod:`hybridmem.extract`); ``report.extraction``
+        says what each batch gave and cost. A batch whose call fails stays pending (the turns are
+        stored): :meth:`extract_pending` retries it."""
         ns = self._ns(namespace)
-        return conversation.add_messages(self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id)
+        opts = extraction.check_options(extract, extract_batch, self.llm)
+        scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
+        written: list[tuple[str, str]] = []
+        report = conversation.add_messages(
+            self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id, written=written
+        )
+        if extract:  # the turns this call wrote (a message stored unchanged already had its chance)
+            new = set(report.added) | set(report.updated)
+            turns = [(tid, text) for tid, text in written if tid in new]
+            report.extraction = extraction.extract_turns(self, ns, turns, scope, opts)
+        return report
+
+    def extract_session(
+        self: _Host, session_id: str, *, namespace: str | None = None, extract_batch: int = 20
+    ) -> ExtractionReport:
+        """Extract facts from the turns a session holds now (stored without ``extract``, or again),
+        as ``add_messages(..., extract=True)`` does from new ones, its scope (user, agent) read from
+        its turns. NotFoundError for a session without turns; needs an LLM (``extract``)."""
+        ns = self._ns(namespace)
+        check_scopes(session_id)
+        opts = extraction.check_options(True, extract_batch, self.llm)
+        turns, scope = extraction.stored_session(self, ns, session_id)
+        return extraction.extract_turns(self, ns, turns, scope, opts)
+
+    def extract_pending(self: _Host, *, namespace: str | None = None, limit: int | None = None) -> ExtractionReport:
+        """Run again the extraction batches left pending (a model that failed or answered invalid
+        JSON): of ``namespace``, or of every namespace with ``namespace="*"``; at most ``limit``
+        batches, oldest first. ``report.pending``: the batches still pending after it."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValidationError(f"must be an integer >= 1, got {limit!r}", field="limit")
+        ns = None if namespace == "*" else self._ns(namespace)
+        return extraction.run_pending(self, ns, limit=limit)
 
     def supersede(
         self: _Host, old_id: str, new: str | dict[str, Any], *, namespace: str | None = None, reason: str | None = None

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from .models import Answer, Document, IngestReport, MemoryDecision, MemoryPage, QueryRequest, QueryResponse
+from .models import (
+    Answer,
+    Document,
+    ExtractionReport,
+    IngestReport,
+    MemoryDecision,
+    MemoryPage,
+    QueryRequest,
+    QueryResponse,
+)
 
 __all__ = ["AsyncMethods"]
 
@@ -40,6 +49,12 @@ class _Sync(Protocol):
     def remember(self) -> Callable[..., MemoryDecision]: ...
     @property
     def dedupe(self) -> Callable[..., dict[str, Any]]: ...
+    @property
+    def add_messages(self) -> Callable[..., IngestReport]: ...
+    @property
+    def extract_pending(self) -> Callable[..., ExtractionReport]: ...
+    @property
+    def extract_session(self) -> Callable[..., ExtractionReport]: ...
 
 
 class AsyncMethods:
@@ -72,3 +87,15 @@ class AsyncMethods:
 
     async def adedupe(self: _Sync, **kwargs: Any) -> dict[str, Any]:
         return await _to_thread(self.dedupe, **kwargs)
+
+    async def aadd_messages(self: _Sync, messages: Iterable[Any], **kwargs: Any) -> IngestReport:
+        """``add_messages`` on a thread; with ``extract``, at most ``HYBRIDMEM_EXTRACT_CONCURRENCY``
+        extraction calls run at once in the process, however many of these are awaited together."""
+        messages = list(messages)
+        return await _to_thread(self.add_messages, messages, **kwargs)
+
+    async def aextract_pending(self: _Sync, **kwargs: Any) -> ExtractionReport:
+        return await _to_thread(self.extract_pending, **kwargs)
+
+    async def aextract_session(self: _Sync, session_id: str, **kwargs: Any) -> ExtractionReport:
+        return await _to_thread(self.extract_session, session_id, **kwargs)

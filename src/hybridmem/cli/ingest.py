@@ -28,6 +28,10 @@ _FORMAT_HELP = (
     "files (default: documents, by suffix) or chat (conversation files: .jsonl a message a line, .json an "
     'array of messages or {"session_id", "messages"}; each message a memory with speaker, turn and time).'
 )
+_EXTRACT_HELP = (
+    "--format chat: then let the LLM (--llm or HYBRIDMEM_LLM) extract facts from the new turns, each through "
+    "the conflict check (kind: fact, naming its source turns); a failed batch stays pending (hybridmem extract --pending)."
+)
 _SESSION_HELP = "--format chat: the conversation the messages belong to (needed unless the file names it)."
 
 
@@ -104,15 +108,19 @@ def _chat_options(opts: dict[str, Any], meta: dict[str, Any]) -> None:
         )
 
 
-def _ingest_chat(mem: Memory, convos: list[Any], meta: dict[str, Any]) -> tuple[IngestReport, list[str]]:
-    """Each conversation into its session (``Memory.add_messages``); the report, and a line per
-    session saying which turns its messages became."""
+def _ingest_chat(
+    mem: Memory, convos: list[Any], meta: dict[str, Any], extract: dict[str, Any]
+) -> tuple[IngestReport, list[str]]:
+    """Each conversation into its session (``Memory.add_messages``, with ``extract``: its options);
+    the report, and a line per session saying which turns its messages became."""
     report, lines = IngestReport(), []
+    if extract["extract"] and mem.llm is None:
+        raise ValidationError("extracting facts needs an LLM: give --llm SPEC or set HYBRIDMEM_LLM", "--extract")
     for c in convos:
         last = mem.store.max_turn(mem.namespace, c.session_id)
         first = 0 if last is None else last + 1
         msgs = [{**m, "metadata": {**meta, **m.get("metadata", {})}} if meta else m for m in c.messages]
-        report.merge(mem.add_messages(msgs, **c.scope()))
+        report.merge(mem.add_messages(msgs, **c.scope(), **extract))
         turns = f"turns {first}-{first + len(msgs) - 1}" if len(msgs) > 1 else f"turn {first}"
         lines.append(
             f"session {c.session_id}: {_plural(len(msgs), 'message')} from {c.path} as {turns}"
@@ -130,9 +138,10 @@ def _run_ingest(ctx: typer.Context, paths: list[str], opts: dict[str, Any], chat
         _chat_options(opts, opts["meta"])
         convos = load_conversations(paths, chat)  # every message checked before anything is written
     lines: list[str] = []
-    with cli_context(ctx).open_memory(chunk_size=opts["chunk_size"] or None, chunk_overlap=opts["overlap"]) as mem:
+    kw = {"chunk_size": opts["chunk_size"] or None, "chunk_overlap": opts["overlap"]}
+    with cli_context(ctx).open_memory(**kw, **({"llm": opts["llm"]} if opts["llm"] else {})) as mem:
         if convos is not None:
-            report, lines = _ingest_chat(mem, convos, opts["meta"])
+            report, lines = _ingest_chat(mem, convos, opts["meta"], opts["extract"])
         else:
             with progress() as prog:
                 report = _ingest_all(mem, paths, opts, prog)
@@ -145,6 +154,10 @@ def _run_ingest(ctx: typer.Context, paths: list[str], opts: dict[str, Any], chat
         for line in lines:
             out.print(line, markup=False, highlight=False)
         _print_report(report)
+        if report.extraction is not None:
+            from .extract_cmd import print_extraction
+
+            print_extraction(report.extraction)
     if report.skipped:
         raise typer.Exit(PARTIAL_EXIT)
 
@@ -180,6 +193,9 @@ def ingest(
     session: Optional[str] = typer.Option(None, "--session", metavar="ID", help=_SESSION_HELP),
     user: Optional[str] = typer.Option(None, "--user", metavar="ID", help="--format chat: the user (scope)."),
     agent: Optional[str] = typer.Option(None, "--agent", metavar="ID", help="--format chat: the agent (scope)."),
+    extract: bool = typer.Option(False, "--extract", help=_EXTRACT_HELP),
+    extract_batch: int = typer.Option(20, "--extract-batch", min=1, max=200, help="--extract: turns per LLM call."),
+    llm: Optional[str] = typer.Option(None, "--llm", help="--extract: the LLM spec (default: HYBRIDMEM_LLM)."),
     wait: bool = typer.Option(False, "--wait", help="Block until every chunk has its vector."),
     chunk_size: int = typer.Option(config.DEFAULT_CHUNK_SIZE, "--chunk-size", help="Characters per chunk (0 = whole)."),
     chunk_overlap: int = typer.Option(config.DEFAULT_CHUNK_OVERLAP, "--chunk-overlap"),
@@ -197,6 +213,8 @@ def ingest(
             raise ValidationError(f"expected files or chat, got {fmt!r}", field="--format")
         if fmt != "chat" and any(scope.values()):
             raise ValidationError("--session, --user and --agent go with --format chat", field="--session")
+        if fmt != "chat" and extract:
+            raise ValidationError("facts are extracted from conversations: use it with --format chat", "--extract")
         if doc_id and len(paths) > 1 and fmt != "chat":
             raise ValidationError("--id needs exactly one path", field="--id")
         check_metadata(parse_meta(meta), "--meta")  # every document gets it: a usage error, not a skip
@@ -210,6 +228,8 @@ def ingest(
             "include_all": include_all,
             "replace_meta": replace_meta,
             **{"wait": wait, "chunk_size": chunk_size, "overlap": chunk_overlap, "as_json": as_json},
+            "extract": {"extract": extract, "extract_batch": extract_batch},
+            "llm": llm,
         }
         _run_ingest(ctx, paths, opts, scope if fmt == "chat" else None)
     except HybridMemError as e:

@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "admin",
         "Every version of a memory, oldest first: when it occurred, was recorded and stopped being current, and why.",
     ),
+    "extract": (
+        "extract_cmd",
+        "Run again the fact-extraction batches left pending by a model that failed (--pending).",
+    ),
     "dedup": ("dedup", "Group the near duplicates of each scope; --apply forgets all but the newest of each group."),
     "stats": ("admin", "Documents, chunks, vectors, chunks still waiting for vectors, embedder, size."),
     "embed": ("admin", "Compute the vectors of every chunk still waiting in the queue."),

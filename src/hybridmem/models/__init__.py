@@ -5,6 +5,7 @@ searches and answers return), :mod:`.records` (what is stored and reported)."""
 
 from __future__ import annotations
 
+from .extraction import DroppedFact, ExtractedFact, ExtractionBatch, ExtractionReport
 from .records import Document, IngestReport, MemoryDecision, Message, Stats, WorkerStatus
 from .requests import (
     FUSIONS,
@@ -51,6 +52,10 @@ __all__ = [
     "Citation",
     "ContextWindow",
     "Document",
+    "DroppedFact",
+    "ExtractedFact",
+    "ExtractionBatch",
+    "ExtractionReport",
     "FUSIONS",
     "Fusion",
     "HybridParams",

@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from .. import config
+from .extraction import ExtractionReport
 from .requests import request_time
 from .responses import Usage
 
@@ -83,6 +84,8 @@ class IngestReport(BaseModel):
     chunks_written: int = 0
     vectors_reused: int = 0
     pending_vectors: int = 0
+    #: with ``add_messages(..., extract=True)``: the facts extracted from the turns (None otherwise)
+    extraction: ExtractionReport | None = None
 
     def merge(self, other: IngestReport) -> None:
         self.added += other.added
@@ -93,6 +96,10 @@ class IngestReport(BaseModel):
         self.chunks_written += other.chunks_written
         self.vectors_reused += other.vectors_reused
         self.pending_vectors = other.pending_vectors
+        if other.extraction is not None:
+            if self.extraction is None:
+                self.extraction = ExtractionReport()
+            self.extraction.merge(other.extraction)
 
 
 class MemoryDecision(BaseModel):

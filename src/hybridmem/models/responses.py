@@ -30,6 +30,9 @@ class QueryResult(BaseModel):
     # agent memory: the memory's conversation fields (from its metadata) and times (ISO 8601 UTC)
     session_id: str | None = None
     turn: int | None = None
+    #: what the memory is, from its metadata ``kind``: ``turn`` (a chat message), ``fact`` (extracted
+    #: from turns), or whatever a caller stored; None when it says nothing
+    kind: str | None = None
     speaker: str | None = None
     role: str | None = None
     occurred_at: str | None = None

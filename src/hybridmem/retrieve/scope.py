@@ -164,6 +164,7 @@ def conversation_fields(row: ChunkRow) -> dict[str, Any]:
     return {
         "session_id": session,
         "turn": turn,
+        "kind": meta["kind"] if isinstance(meta.get("kind"), str) else None,
         "speaker": meta["speaker"] if isinstance(meta.get("speaker"), str) else None,
         "role": meta["role"] if isinstance(meta.get("role"), str) else None,
         "occurred_at": iso_time(row.occurred_at),

@@ -36,9 +36,10 @@ _ScopeId = Annotated[str | None, Field(None, min_length=1, max_length=512)]
 
 
 def _remember_messages(
-    memory: Any, ns: str, messages: list[Message], scope: dict[str, Any], text_args: dict[str, Any]
+    memory: Any, ns: str, messages: list[Message], scope: dict[str, Any], text_args: dict[str, Any], extract: bool
 ) -> dict[str, Any]:
-    """``remember`` with ``messages``: ``Memory.add_messages`` into the session of ``scope``."""
+    """``remember`` with ``messages``: ``Memory.add_messages`` into the session of ``scope`` (with
+    ``extract``, the server's LLM then extracts facts from the new turns)."""
     given = [name for name, value in text_args.items() if value is not None]
     if given:
         raise ValidationError(
@@ -48,7 +49,7 @@ def _remember_messages(
         raise ValidationError("`messages` need a `session_id` (the conversation they belong to)", "session_id")
     msgs = [m.model_dump(exclude_none=True) for m in messages]
     try:
-        report = memory.add_messages(msgs, **scope, namespace=ns)
+        report = memory.add_messages(msgs, **scope, namespace=ns, extract=extract)
     except ValidationError as e:
         raise common.dotted(e) from None
     ids = report.added + report.updated + report.unchanged
@@ -101,6 +102,16 @@ _Dedupe = Annotated[
 ]
 
 
+_Extract = Annotated[
+    bool,
+    Field(
+        False,
+        description="With `messages`: let the server's LLM then extract facts from the new turns (stored as "
+        "kind: fact, naming their source turns, each through the conflict check).",
+    ),
+]
+
+
 def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None], str]) -> None:
     @server.tool(
         description="Store a memory (fact, note, document). Same id + same text is a no-op; "
@@ -135,6 +146,7 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
         ] = False,
         embedding: Embedding = None,
         dedupe: _Dedupe = False,
+        extract: _Extract = False,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         with _tool_errors():
@@ -142,7 +154,9 @@ def _memory_tools(server: "MCPServer", memory: Any, ns_of: Callable[[str | None]
             scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
             text_args = {"text": text, "id": id, "metadata": metadata, "source": source, "embedding": embedding}
             if messages is not None:
-                return _remember_messages(memory, ns, messages, scope, text_args)
+                return _remember_messages(memory, ns, messages, scope, text_args, extract)
+            if extract:
+                raise ValidationError("`extract` goes with `messages` (facts are extracted from chat turns)", "extract")
             return _remember_text(memory, ns, scope, text_args, {"reconcile": reconcile, "dedupe": dedupe})
 
     @server.tool(description="Delete memories (document ids or chunk ids) from every index.")

@@ -67,6 +67,17 @@ class Metrics:
         self.leg_status: dict[tuple[str, str], int] = defaultdict(int)  # (leg, status)
         self.in_flight = 0
         self.started = time.time()
+        self.llm_calls: dict[tuple[str, str, str], int] = defaultdict(int)  # (model, purpose, ok|error)
+        self.llm_tokens: dict[tuple[str, str, str], int] = defaultdict(int)  # (model, purpose, prompt|completion)
+
+    def observe_llm(self, usage: Any) -> None:
+        """Count the calls and tokens of a :class:`~hybridmem.models.Usage` (each call listed)."""
+        with self._lock:
+            for call in usage.per_call:
+                purpose = call.purpose or "call"
+                self.llm_calls[(call.model, purpose, "ok" if call.ok else "error")] += 1
+                self.llm_tokens[(call.model, purpose, "prompt")] += call.prompt_tokens or 0
+                self.llm_tokens[(call.model, purpose, "completion")] += call.completion_tokens or 0
 
     def request(self, method: str, endpoint: str, status: int, seconds: float, error: str | None) -> None:
         with self._lock:
@@ -117,6 +128,7 @@ class Metrics:
             ]
             for (leg, s), n in sorted(self.leg_status.items()):
                 out.append(f"hybridmem_leg_total{_labels({'leg': leg, 'status': s})} {n}")
+            out += self._llm_lines()
             out += [
                 "# HELP hybridmem_http_requests_in_flight Requests being served.",
                 "# TYPE hybridmem_http_requests_in_flight gauge",
@@ -126,6 +138,21 @@ class Metrics:
                 f"hybridmem_process_start_time_seconds {self.started:.3f}",
             ]
         return "\n".join(out) + "\n"
+
+    def _llm_lines(self) -> list[str]:
+        out = [
+            "# HELP hybridmem_llm_calls_total LLM calls (e.g. fact extraction) by model, purpose and outcome.",
+            "# TYPE hybridmem_llm_calls_total counter",
+        ]
+        for (m, p, s), n in sorted(self.llm_calls.items()):
+            out.append(f"hybridmem_llm_calls_total{_labels({'model': m, 'purpose': p, 'status': s})} {n}")
+        out += [
+            "# HELP hybridmem_llm_tokens_total LLM tokens by model, purpose and type (prompt, completion).",
+            "# TYPE hybridmem_llm_tokens_total counter",
+        ]
+        for (m, p, t), n in sorted(self.llm_tokens.items()):
+            out.append(f"hybridmem_llm_tokens_total{_labels({'model': m, 'purpose': p, 'type': t})} {n}")
+        return out
 
 
 class MetricsMiddleware:

@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ValidationError
-from ..models import Embedding, IngestReport, MemoryDecision, Message, Namespace, RequestModel
+from ..models import Embedding, ExtractionReport, IngestReport, MemoryDecision, Message, Namespace, RequestModel
 from . import common
 from .routing import Caller, Deps, NamespaceQuery, WriteReport, error_responses, written
 
@@ -27,6 +27,13 @@ class MessagesRequest(RequestModel):
     session_id: str = Field(..., min_length=1, max_length=512, description="The conversation; turns continue it.")
     user_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the user (metadata).")
     agent_id: str | None = Field(None, min_length=1, max_length=512, description="Scope: the agent (metadata).")
+    extract: bool = Field(
+        False,
+        strict=True,
+        description="Then let the server's LLM extract facts from the new turns (kind: fact, with their source "
+        "turns), each through the conflict check; the turns are stored whatever the model does.",
+    )
+    extract_batch: int = Field(20, ge=1, le=200, strict=True, description="With extract: turns per LLM call.")
     namespace: Namespace = None
 
 
@@ -50,6 +57,17 @@ class RememberRequest(RequestModel):
         None, strict=True, description="Skip it (NONE) if a current memory of the scope says the same; default: server."
     )
     namespace: Namespace = None
+
+
+class ExtractPendingRequest(RequestModel):
+    """Run again the fact-extraction batches of the namespace that a failing model left pending."""
+
+    limit: int | None = Field(None, ge=1, le=1000, strict=True, description="At most this many batches, oldest first.")
+    namespace: Namespace = None
+
+
+class ExtractPendingReport(ExtractionReport):
+    namespace: str
 
 
 class RememberReport(MemoryDecision):
@@ -132,16 +150,39 @@ def _statement_routes(app: FastAPI, d: Deps) -> None:
         responses=error_responses(401, 403, 413, 422, 504, 507),
     )
     async def add_messages(body: MessagesRequest, p: Caller) -> MessagesReport:
-        """Store chat messages as memories of a session, turns numbered after its last one."""
+        """Store chat messages as memories of a session, turns numbered after its last one; with
+        `extract`, the server's LLM then extracts facts from them (`extraction` in the report: each
+        batch's facts, what the conflict check did, token usage; a failed batch stays pending)."""
         ns = p.namespace(body.namespace)
         d.check_batch(len(body.messages), "messages")
         msgs = [m.model_dump(exclude_none=True) for m in body.messages]  # the core checks them again
         scope = {"session_id": body.session_id, "user_id": body.user_id, "agent_id": body.agent_id}
+        extract = {"extract": body.extract, "extract_batch": body.extract_batch}
+        runner = d.expensive(p) if body.extract else d.runner  # the LLM's calls: within the caller's share
         try:
-            report: IngestReport = await d.runner.write(d.memory().add_messages, msgs, **scope, namespace=ns)
+            report: IngestReport = await runner.write(d.memory().add_messages, msgs, **scope, **extract, namespace=ns)
         except ValidationError as e:
             raise common.dotted(e) from None
+        if report.extraction is not None:
+            d.metrics.observe_llm(report.extraction.usage)
         return MessagesReport(**report.model_dump(), namespace=ns, session_id=body.session_id)
+
+    @app.post(
+        "/v1/extract/pending",
+        response_model=ExtractPendingReport,
+        tags=["agent memory"],
+        responses=error_responses(401, 403, 413, 422, 429, 504, 507),
+    )
+    async def extract_pending(p: Caller, body: ExtractPendingRequest | None = None) -> ExtractPendingReport:
+        """Run again the namespace's fact-extraction batches left pending by a model that failed
+        (`POST /v1/messages` with `extract`); 422 naming `extract` without an LLM."""
+        body = body or ExtractPendingRequest.model_validate({})
+        ns = p.namespace(body.namespace)
+        report: ExtractionReport = await d.expensive(p).write(
+            d.memory().extract_pending, namespace=ns, limit=body.limit
+        )
+        d.metrics.observe_llm(report.usage)
+        return ExtractPendingReport(**report.model_dump(), namespace=ns)
 
     @app.post(
         "/v1/remember",
