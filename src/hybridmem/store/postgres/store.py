@@ -85,15 +85,7 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         replica_check_s: float = 0.5,
     ) -> None:
         self.url = url
-        if read_url is not None and bm25_leg is None:
-            bm25_leg = "sql"  # the BM25 leg reads the replica too (in-process postings follow the primary)
-        self._bm25_options(bm25_leg, bm25_snapshot_dir)
-        if read_url is not None and self.bm25_leg != "sql":
-            raise ValidationError(
-                "read_url needs bm25_leg='sql' (in-process postings are kept in step with the primary, "
-                "not the replica)",
-                field="bm25_leg",
-            )
+        self._bm25_options(bm25_leg, bm25_snapshot_dir, replica=read_url is not None)
         #: what a read asks of the replica by default (a query's ``read_your_writes`` overrides)
         self.read_your_writes = bool(read_your_writes)
         self.path = mask_url(url)
@@ -127,26 +119,33 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         self._open(create, pool_size, connect_timeout)
         self.reader = AutoReader(self._conn)
         if read_url is not None:
-            router = ReplicaRouter(
-                read_url,
-                mask_url(read_url),
-                self._kwargs,
-                pool_size=pool_size,
-                connect_timeout=connect_timeout,
-                max_lag_s=float(replica_max_lag_s),
-                wait_s=float(replica_wait_s),
-                retry_s=float(replica_retry_s),
-                check_s=float(replica_check_s),
-            )
-            try:
-                check_replica(self, router, timeout=connect_timeout)
-                router.open_pool()
-            except BaseException:
-                self.close()
-                raise
-            self._replica = router
+            waits = (replica_max_lag_s, replica_wait_s, replica_retry_s, replica_check_s)
+            self._open_replica(read_url, pool_size, connect_timeout, *waits)
 
     # ------------------------------------------------------------------ the read replica (replica.py)
+    def _open_replica(
+        self, url: str, pool_size: int, connect_timeout: float, lag: float, wait: float, retry: float, check: float
+    ) -> None:
+        """The replica at ``url`` checked (``check_replica``) and its pool opened; the store closed on failure."""
+        router = ReplicaRouter(
+            url,
+            mask_url(url),
+            self._kwargs,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            max_lag_s=float(lag),
+            wait_s=float(wait),
+            retry_s=float(retry),
+            check_s=float(check),
+        )
+        try:
+            check_replica(self, router, timeout=connect_timeout)
+            router.open_pool()
+        except BaseException:
+            self.close()
+            raise
+        self._replica = router
+
     @property
     def read_path(self) -> str | None:
         """The read replica's URL, its password masked (None without one)."""
@@ -164,8 +163,14 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         """``fn`` to run in another thread on the calling thread's read route (the legs)."""
         return self._replica.bind(fn) if self._replica is not None else fn
 
-    def _bm25_options(self, bm25_leg: str | None, bm25_snapshot_dir: str | None) -> None:
-        """``bm25_leg`` and ``bm25_snapshot_dir``, checked; unset, from the environment."""
+    def _bm25_options(self, bm25_leg: str | None, bm25_snapshot_dir: str | None, replica: bool = False) -> None:
+        """``bm25_leg`` and ``bm25_snapshot_dir``, checked; unset, from the environment. With a read
+        replica the BM25 leg is the SQL one (it reads the replica too; in-process postings are kept
+        in step with the primary's change log, not the replica's)."""
+        if replica:
+            if bm25_leg not in (None, "sql"):
+                raise ValidationError("a read replica (read_url) needs bm25_leg='sql'", field="bm25_leg")
+            bm25_leg = "sql"
         # unset here: the environment (how `hybridmem serve` and the CLI are configured), else defaults
         if bm25_leg is None:
             bm25_leg = os.environ.get(BM25_LEG_ENV) or "process"
