@@ -47,12 +47,17 @@ class ReadRoutes:
         with self._route(read_your_writes) as route:
             started = route.read_from if route is not None else None
             try:
-                return fn(), route
+                out = fn()
             except StoreUnavailableError:
                 # the replica failed under this read and the route moved to the primary: read there
                 if started != "replica" or route.read_from != "primary":
                     raise
                 return fn(), route
+            if started == "replica" and route.read_from == "primary":
+                # the replica failed under this read, which went on on the primary: a leg that failed
+                # on the replica may be missing from the answer, so it is read again there, whole
+                out = fn()
+            return out, route
 
     def primary(self) -> AbstractContextManager[Any]:
         """A block whose reads are the primary's (those a write makes)."""

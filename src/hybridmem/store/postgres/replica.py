@@ -142,7 +142,11 @@ class ReplicaRouter:
         route = current()
         if route is None or route.read_from != "replica":
             return None
-        return self._pool
+        pool = self._pool
+        if pool is None:  # failed under another thread's read meanwhile: this one goes on on the primary
+            route.read_from = "primary"
+            route.notes.append(self._down_note())
+        return pool
 
     @contextmanager
     def route(self, read_your_writes: bool = False, *, primary: bool = False) -> Iterator[ReadRoute]:
@@ -199,21 +203,24 @@ class ReplicaRouter:
         )
 
     def _usable_pool(self) -> ConnectionPool | None:
-        """The replica's pool; reopened once ``retry_s`` has passed since it failed (the other reads
-        go to the primary meanwhile); None while it is down."""
+        """The replica's pool; None while it is down. Once ``retry_s`` has passed since it failed,
+        a thread of its own opens it again (the reads meanwhile go to the primary, none waits)."""
         with self._lock:
             if self._pool is not None:
                 return self._pool
             if time.monotonic() < self._down_until:
                 return None
-            self._down_until = time.monotonic() + self.retry_s  # one thread tries; the others read the primary
+            self._down_until = time.monotonic() + self.retry_s + 3.0  # one reopening at a time
+        threading.Thread(target=self._reopen, name="hybridmem-replica-reopen", daemon=True).start()
+        return None
+
+    def _reopen(self) -> None:
         try:
             self.open_pool()
         except (PoolTimeout, psycopg.Error, OSError) as e:
             self._mark_down(_reason(e))
-            return None
-        self._checked_at = -1e9  # its state is read again before the first read
-        return self._pool
+            return
+        self._checked_at = -1e9  # its state is read again before its first read
 
     def _choose(self, read_your_writes: bool) -> ReadRoute:
         pool = self._usable_pool()
