@@ -340,6 +340,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         "pg-restarts/2026-12-02.json",
     ),
     Bench(
+        "pg_replica",
+        "benchmark",
+        "queries on a streaming replica vs the primary (p50/p95, ratio), replica lag under a write load, read_your_writes",
+        "5,000 synthetic chunks, embedded PostgreSQL primary + pg_basebackup replica, hash embedder",
+        "the same queries on the primary (target: replica within 1.2x)",
+        "1 (plus the fill)",
+        R + "pg-replica/<date>.json",
+        "pg-replica/2026-12-08.json",
+        (("latency", "ratio_p50"), ("lag_under_load", "lag_p99_ms")),
+    ),
+    Bench(
         "precompute",
         "tool",
         "embeds the BEIR sets once into .bench-cache/embeddings.db; the embedding cost",

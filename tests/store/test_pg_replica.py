@@ -208,3 +208,51 @@ def test_a_replica_of_another_store_is_refused_at_open(cluster: Any, tmp_path: A
     with pytest.raises(ValidationError) as e:
         Memory(cluster.primary.url("mem"), read_url=cluster.replica.url("mem"), store_options={"bm25_leg": "process"})
     assert e.value.field == "bm25_leg"
+
+
+def test_hybridmem_serve_reads_the_replica(cluster: Any) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+
+    ns = _ns()
+    with _mem(cluster) as mem:
+        mem.add("served by the command line", id="s1", namespace=ns)
+    cluster.wait_caught_up()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "HYBRIDMEM_READ_DB": cluster.replica.url("mem")}  # the env var of --read-db
+    cmd = [sys.executable, "-m", "hybridmem.cli", "--db", cluster.primary.url("mem"), "--embedder", "hash"]
+    proc = subprocess.Popen(
+        [*cmd, "serve", "--port", str(port), "--read-your-writes"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        end = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < end, "hybridmem serve did not start"
+            time.sleep(0.2)
+        r = httpx.post(url + "/v1/query", json={"search_text": "command line", "namespace": ns}, timeout=10)
+        assert r.status_code == 200 and r.json()["read_from"] == "replica"
+        w = httpx.post(
+            url + "/v1/memories", json={"memories": [{"text": "written through serve", "id": "s2"}], "namespace": ns}
+        )
+        assert w.status_code in (200, 201), w.text
+        r = httpx.post(url + "/v1/query", json={"search_text": "written through serve", "namespace": ns}, timeout=10)
+        assert r.json()["read_from"] == "replica" and r.json()["results"][0]["doc_id"] == "s2"  # its own write
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
