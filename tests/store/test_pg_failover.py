@@ -1,7 +1,8 @@
 """Issue 45, item 4 (its correctness half): with synchronous replication (``synchronous_standby_names``,
 ``synchronous_commit = remote_apply``), SIGKILL the primary under a write load, promote the replica
-(``pg_ctl promote``) and reconnect: every write that was acknowledged is there, and the embedding
-queue left pending resumes on the new primary. One failover here (a new primary + replica pair costs
+(``pg_ctl promote``): the writers' ``Memory``, on a URL naming both servers with
+``target_session_attrs=read-write``, writes on to the new primary; every write that was acknowledged
+is there, and the embedding queue left pending is embedded there. One failover here (a new primary + replica pair costs
 ~7 s); the window without synchronous replication is not measured here."""
 
 from __future__ import annotations
@@ -36,12 +37,18 @@ def cluster() -> Any:
 
 def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
     cluster.make_synchronous()
+    # both servers in one URL, the writable one chosen (libpq's target_session_attrs): after the
+    # promotion the pool's new connections reach the new primary, the same Memory writes on
+    both = f"host={cluster.primary.sock},{cluster.replica.sock}&port=5432,5432&target_session_attrs=read-write"
+    url = f"postgresql://postgres@/mem?{both}"
     acked: list[str] = []
     failed: list[str] = []
     stop = threading.Event()
+    promoted = threading.Event()
+    after: list[str] = []  # acknowledged after the promotion
     # short timeouts: a writer stuck on the dead primary gives up within seconds
     opts = {"statement_timeout_ms": 2000, "connect_timeout": 1}
-    mem = Memory(cluster.primary.url("mem"), embedder="hash", auto_embed=False, store_options=opts)
+    mem = Memory(url, embedder="hash", auto_embed=False, store_options=opts)
     mem.add("the first memory, before the load", id="seed")
     mem.embed_pending()
 
@@ -54,9 +61,11 @@ def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
                 mem.add(f"memory number {i} of the failover test", id=doc_id, metadata={"i": i})
             except Exception:  # noqa: BLE001 - the primary is gone: not acknowledged
                 failed.append(doc_id)
-                time.sleep(0.01)
+                time.sleep(0.02)
                 continue
             acked.append(doc_id)
+            if promoted.is_set():
+                after.append(doc_id)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
     try:
@@ -67,23 +76,27 @@ def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
             time.sleep(0.01)
         cluster.primary.kill()  # SIGKILL, mid-load
         time.sleep(0.3)
+        cluster.replica.promote()
+        promoted.set()
+        end = time.monotonic() + 30
+        while len(after) < 20 and time.monotonic() < end:
+            time.sleep(0.05)
         stop.set()
         for t in threads:
             t.join(timeout=30)
+        assert len(acked) >= 80 and len(after) >= 20, (len(acked), len(after), len(failed))
+        # the queue left pending across the failover (auto_embed off: every memory after the seed)
+        pending = mem.store.pending_count()
+        assert pending >= len(acked)
+        assert mem.embed_pending() == pending and mem.store.pending_count() == 0
     finally:
         stop.set()
         mem.close()
-    assert len(acked) >= 60
-    cluster.replica.promote()
     with Memory(cluster.replica.url("mem"), embedder="hash", auto_embed=False) as new:
         held = {m["doc_id"] for m in new.list(limit=1000).memories}
         lost = [d for d in acked if d not in held]
         assert not lost, f"{len(lost)} of {len(acked)} acknowledged writes lost: {lost[:10]}"
         assert "seed" in held
-        # the queue the old primary left (auto_embed off: every memory after the seed waits)
-        pending = new.store.pending_count()
-        assert pending >= len(acked)
-        assert new.embed_pending() == pending
-        assert new.store.pending_count() == 0
+        assert new.stats().vectors == new.stats().chunks  # every chunk embedded on the new primary
         new.add("written on the new primary", id="after")
         assert new.search("written on the new primary").results[0].doc_id == "after"
