@@ -122,6 +122,9 @@ def test_read_your_writes(cluster: Any) -> None:
             assert resp.read_from == "primary" and _ids(resp)[0] == "r2"
             assert any("read_your_writes" in w for w in resp.warnings), resp.warnings
             assert 0.3 <= waited < 3
+            t0 = time.monotonic()  # the replica replayed nothing since: the next read does not wait again
+            again = mem.search("second thing", namespace=ns)
+            assert again.read_from == "primary" and time.monotonic() - t0 < 0.25
             # per query: without it the replica answers (stale: it has not replayed r2)
             stale = mem.search("second thing", namespace=ns, read_your_writes=False)
             assert stale.read_from == "replica" and "r2" not in _ids(stale)

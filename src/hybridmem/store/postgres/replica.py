@@ -98,6 +98,8 @@ class ReplicaRouter:
         self._checked_at = -1e9
         self._lag = 0.0
         self._replayed = 0
+        #: (replayed position, when) of the last read_your_writes wait that ran out
+        self._gave_up = (-1, -1e9)
         #: the primary's WAL position after this process's last write commit (read_your_writes)
         self.last_write_lsn = 0
 
@@ -257,9 +259,14 @@ class ReplicaRouter:
         self._lag = float(lag) if in_recovery else 0.0
 
     def _wait_replayed(self, pool: ConnectionPool, lsn: int) -> bool:
-        """Whether the replica replays ``lsn`` within ``wait_s`` (polling its position)."""
+        """Whether the replica replays ``lsn`` within ``wait_s`` (polling its position). After a wait
+        that ran out, the reads of the next ``max(check_s, wait_s)`` do not wait again while the
+        replica has replayed nothing since (a paused or stuck replica costs one wait, not each read)."""
         if lsn <= self._replayed:
             return True
+        stuck_at, when = self._gave_up
+        if self._replayed <= stuck_at and time.monotonic() - when < max(self.check_s, self.wait_s):
+            return False
         end = time.monotonic() + self.wait_s
         with pool.connection() as conn:
             while True:
@@ -271,6 +278,7 @@ class ReplicaRouter:
                 if self._replayed >= lsn:
                     return True
                 if time.monotonic() >= end:
+                    self._gave_up = (self._replayed, time.monotonic())
                     return False
                 time.sleep(0.002)
 
