@@ -99,8 +99,8 @@ def main() -> int:
             if args.mode == "sync":  # promoted, it accepts a write once a standby has applied it
                 cluster.make_synchronous(standby, wait=False)
             writers.wait_for(args.per_round)
-            t_kill = time.monotonic()
             primary.kill()
+            t_kill = time.monotonic()  # every process of the old primary gone
             writers.round = k + 1
             standby.promote()
             t_promoted = time.monotonic()

@@ -351,6 +351,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("latency", "ratio_p50"), ("lag_under_load", "lag_p99_ms")),
     ),
     Bench(
+        "pg_failover",
+        "stress",
+        "5 failovers in a row under writers (SIGKILL, pg_ctl promote, a new replica): acknowledged writes lost, seconds until writes are back",
+        "one-memory writes, embedded PostgreSQL primary + replicas, hash embedder",
+        "none: 0 acknowledged writes lost with synchronous replication (--mode async measures the window)",
+        "0.5 a mode",
+        R + "pg-failover/<date>-<mode>.json",
+        "pg-failover/2026-12-08-sync.json",
+        (("lost",), ("acked",)),
+    ),
+    Bench(
         "precompute",
         "tool",
         "embeds the BEIR sets once into .bench-cache/embeddings.db; the embedding cost",

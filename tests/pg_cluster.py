@@ -65,20 +65,23 @@ class Server:
         return pid
 
     def kill(self) -> None:
-        """SIGKILL the postmaster, then its children (as a crash would leave none running)."""
+        """SIGKILL the postmaster and every backend, as a crash of the machine would leave none
+        running: the postmaster stopped first (SIGSTOP, so that it forks no backend meanwhile), then
+        its children killed, then itself."""
         pid = self.pid()
         if pid is None:
             return
-        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGSTOP)
         except ProcessLookupError:
             return
+        children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
         for c in children:
             try:
                 os.kill(int(c), signal.SIGKILL)
             except (ProcessLookupError, ValueError):
                 pass
+        os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
