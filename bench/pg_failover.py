@@ -109,8 +109,12 @@ def main() -> int:
             if args.mode == "sync":
                 cluster.make_synchronous(standby)
             t_standby = time.monotonic()
-            writers.wait_for(1)
-            back = min(t for _, _, sent, t in writers.acked if sent > t_kill)  # a write sent after the kill
+            end = time.monotonic() + 60
+            while not (after := [t for _, _, sent, t in list(writers.acked) if sent > t_kill]):
+                if time.monotonic() > end:
+                    raise RuntimeError("no write acknowledged after the failover")
+                time.sleep(0.005)
+            back = min(after)  # the first write sent after the kill, acknowledged
             rounds.append(
                 {
                     "kill": k + 1,
