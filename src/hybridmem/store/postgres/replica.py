@@ -38,11 +38,17 @@ __all__ = ["ReadRoute", "ReplicaRouter", "lsn_int"]
 T = TypeVar("T")
 _local = threading.local()
 
-_STATUS = (
-    "SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text, "
-    "CASE WHEN pg_last_wal_receive_lsn() IS NULL OR pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn() "
-    "THEN 0 ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8"
-)
+#: in recovery, replayed position, lag (s), streaming. Lag: 0 when all WAL received is replayed
+#: (an idle primary is no lag), else the age of the last replayed commit; when no WAL receiver runs
+#: (the link to the primary is down) how far behind is unknown: the age of the last replayed commit
+_STATUS = """
+SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,
+       CASE WHEN s.streaming AND (pg_last_wal_receive_lsn() IS NULL
+                                  OR pg_last_wal_receive_lsn() <= pg_last_wal_replay_lsn()) THEN 0
+            ELSE coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END::float8,
+       s.streaming
+FROM (SELECT EXISTS (SELECT 1 FROM pg_stat_wal_receiver) AS streaming) s
+"""
 
 
 def _reason(e: BaseException) -> str:
@@ -97,6 +103,7 @@ class ReplicaRouter:
         self._down_reason = ""
         self._checked_at = -1e9
         self._lag = 0.0
+        self._streaming = True
         self._replayed = 0
         #: (replayed position, when) of the last read_your_writes wait that ran out
         self._gave_up = (-1, -1e9)
@@ -232,8 +239,9 @@ class ReplicaRouter:
             if time.monotonic() - self._checked_at >= self.check_s:
                 self._check(pool)
             if self._lag > self.max_lag_s:
+                why = "lags" if self._streaming else "is not streaming from the primary: its last commit is"
                 note = (
-                    f"the read replica lags {self._lag:.1f} s behind the primary (bound {self.max_lag_s:g} s): "
+                    f"the read replica {why} {self._lag:.1f} s behind the primary (bound {self.max_lag_s:g} s): "
                     "read from the primary"
                 )
                 return ReadRoute("primary", [note])
@@ -252,7 +260,7 @@ class ReplicaRouter:
         with pool.connection() as conn:
             row = conn.execute(_STATUS).fetchone()
         assert row is not None
-        in_recovery, replayed, lag = row
+        in_recovery, replayed, lag, self._streaming = row
         self._checked_at = time.monotonic()
         self._replayed = lsn_int(replayed)
         # promoted (no longer in recovery): it replays nothing, and lags by nothing
