@@ -8,6 +8,7 @@ binaries, ``pg_basebackup -R`` on a replication slot, Unix sockets only); each t
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -222,6 +223,10 @@ def test_replica_stopped_then_back_over_http(cluster: Any) -> None:
             time.sleep(0.1)
         assert [x["doc_id"] for x in data["results"]] == ["h1"]
         assert not [w for w in data["warnings"] if "replica" in w]
+        counts = dict(
+            re.findall(r'hybridmem_query_reads_total\{read_from="(\w+)"\} (\d+)', client.get("/metrics").text)
+        )
+        assert int(counts["primary"]) >= 3 and int(counts["replica"]) >= 2, counts  # the fallbacks, counted
 
 
 def test_a_replica_of_another_store_is_refused_at_open(cluster: Any, tmp_path: Any) -> None:
