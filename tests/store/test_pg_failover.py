@@ -100,3 +100,37 @@ def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
         assert new.stats().vectors == new.stats().chunks  # every chunk embedded on the new primary
         new.add("written on the new primary", id="after")
         assert new.search("written on the new primary").results[0].doc_id == "after"
+
+
+def test_a_commit_whose_replica_wait_was_cancelled_is_not_acknowledged(cluster: Any) -> None:
+    """PostgreSQL reports a commit whose wait for the synchronous replica was cancelled as done,
+    with a warning ("might not have been replicated"): the store refuses to acknowledge it."""
+    from hybridmem.errors import StoreUnavailableError
+
+    cluster.make_synchronous()
+    with Memory(cluster.primary.url("mem"), embedder="hash", auto_embed=False) as mem:
+        mem.add("replicated", id="ok")
+        cluster.replica.sql("SELECT pg_wal_replay_pause()")  # remote_apply now waits
+        outcome: list[BaseException | None] = []
+
+        def write() -> None:
+            try:
+                mem.add("not replicated", id="unconfirmed")
+                outcome.append(None)
+            except BaseException as e:  # noqa: BLE001 - what the writer saw
+                outcome.append(e)
+
+        t = threading.Thread(target=write)
+        t.start()
+        try:
+            waiting = "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+            end = time.monotonic() + 10
+            while not (pids := cluster.primary.sql(waiting)):
+                assert time.monotonic() < end, "the write never waited for its replica"
+                time.sleep(0.02)
+            cluster.primary.sql(f"SELECT pg_cancel_backend({pids[0][0]})")
+            t.join(timeout=10)
+        finally:
+            cluster.replica.sql("SELECT pg_wal_replay_resume()")
+        assert len(outcome) == 1 and isinstance(outcome[0], StoreUnavailableError), outcome
+        assert "synchronous replica" in str(outcome[0])

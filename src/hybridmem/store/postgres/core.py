@@ -40,6 +40,24 @@ def mask_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
+@contextmanager
+def _unreplicated_commits(conn: psycopg.Connection) -> Iterator[list[str]]:
+    """The server's warnings, while the block runs, that a commit's wait for the synchronous replica
+    was cancelled: PostgreSQL then reports the commit as done although no replica confirmed it."""
+    seen: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        text = f"{diag.message_primary or ''} {diag.message_detail or ''}"
+        if "synchronous replication" in text or "might not have been replicated" in text:
+            seen.append(str(diag.message_primary or "").strip())
+
+    conn.add_notice_handler(notice)
+    try:
+        yield seen
+    finally:
+        conn.remove_notice_handler(notice)
+
+
 class _Core(changelog_sql.ChangeLogReads):
     """The state and connections every part of :class:`~hybridmem.store.postgres.PostgresStore`
     uses (the state is set by ``PostgresStore.__init__``)."""
@@ -85,8 +103,18 @@ class _Core(changelog_sql.ChangeLogReads):
         pool = None if write or replica is None else replica.pool()
         try:
             with self._checkout(pool or self._pool, left) as conn:
-                yield conn
-                if write and record and replica is not None:
+                if not write:
+                    yield conn
+                    return
+                with _unreplicated_commits(conn) as cancelled:
+                    yield conn
+                if cancelled:
+                    raise StoreUnavailableError(
+                        f"the write committed on the primary at {self.path}, but its wait for the synchronous "
+                        f"replica was cancelled ({cancelled[0]}): it may be lost in a failover; writes are "
+                        "idempotent by id: write it again"
+                    )
+                if record and replica is not None:
                     replica.record_write(conn)
         except (PoolTimeout, psycopg.OperationalError) as e:
             if pool is None or isinstance(e, pgerr.QueryCanceled):
