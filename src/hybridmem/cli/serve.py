@@ -285,7 +285,8 @@ def serve(
         spec = spec or config.DEFAULT_EMBEDDER
         emb = CoalescingEmbedder(spec)
         try:
-            _run(cli, cfg, emb, spec, run_server, (read_db, read_your_writes))
+            replica = (read_db or cfg.read_db, read_your_writes or cfg.read_your_writes)
+            _run(cli, cfg, emb, spec, run_server, replica)
         finally:
             emb.close()
     except ModuleNotFoundError as e:
