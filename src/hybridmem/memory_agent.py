@@ -159,6 +159,8 @@ def _remember(
     reconcile: bool,
     dedupe: bool,
 ) -> MemoryDecision:
+    """``remember`` once validated: the near-duplicate check, then the conflict check and the write
+    (its reads on the primary: the caller holds ``reads.primary()``)."""
     held = dd.find_match(self, ns, text, meta, exclude=id) if dedupe else None  # id given: its own is an update
     if held is not None:
         return dd.decision(held)
@@ -178,6 +180,7 @@ def _remember(
 
 
 def _history(self: _Host, ns: str, id: str) -> list[dict[str, Any]]:
+    """``history`` inside its read route (the replica's, when there is one)."""
     rows = self.store.history(ns, id)
     if not rows:
         raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")

@@ -2,7 +2,8 @@
 ``synchronous_commit = remote_apply``), SIGKILL the primary under a write load, promote the replica
 (``pg_ctl promote``): the writers' ``Memory``, on a URL naming both servers with
 ``target_session_attrs=read-write``, writes on to the new primary; every write that was acknowledged
-is there, and the embedding queue left pending is embedded there. One failover here (a new primary + replica pair costs
+is there, the embedding queue left pending is embedded there, and the graph built on the old
+primary is updated on the new one. One failover here (a new primary + replica pair costs
 ~7 s); the window without synchronous replication is not measured here."""
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
     opts = {"statement_timeout_ms": 2000, "connect_timeout": 1}
     mem = Memory(url, embedder="hash", auto_embed=False, store_options=opts)
     mem.add("the first memory, before the load", id="seed")
+    mem.add("auth-service calls billing-service through redis-prod-01", id="graph-seed")
     mem.embed_pending()
+    mem.graph.build()  # a graph on the old primary; updated on the new one below
 
     def writer(w: int) -> None:
         i = 0
@@ -89,6 +92,12 @@ def test_failover_loses_no_acknowledged_write(cluster: Any) -> None:
         pending = mem.store.pending_count()
         assert pending >= len(acked)
         assert mem.embed_pending() == pending and mem.store.pending_count() == 0
+        # the graph built on the old primary goes on on the new one: its update takes the new chunks
+        before = mem.graph.status()
+        assert before.built and before.chunks_pending >= len(acked)
+        assert mem.graph.update().chunks_extracted == before.chunks_pending
+        assert mem.graph.status().chunks_pending == 0
+        assert "billing-service" in {r["target"] for r in mem.graph.show("auth-service")["relations_out"]}
     finally:
         stop.set()
         mem.close()
