@@ -12,7 +12,7 @@ filled with the synthetic corpus of ``bench/_common.py`` and every vector comput
 * latency: the same hybrid queries (30 % with a metadata filter) on the replica and on the primary,
   interleaved, after the replica has caught up: p50 / p95 of each and their ratio (target: the
   replica within 1.2x of the primary);
-* lag: writer threads add one-memory writes for ``--load-s`` seconds while a sampler takes the
+* lag: writer threads add one-memory writes (``--batch N``: N memories a transaction) for ``--load-s`` seconds while a sampler takes the
   primary's WAL position every 50 ms and times how long the replica takes to replay it (p50, p99),
   and the writes/s reached;
 * read_your_writes: an add followed by a search that waits for it on the replica: the search's
@@ -63,7 +63,7 @@ def _latency(mem, queries: list[str]) -> dict:
     return out
 
 
-def _lag(mem, cluster, seconds: float, writers: int) -> dict:
+def _lag(mem, cluster, seconds: float, writers: int, batch: int) -> dict:
     import psycopg
 
     stop = threading.Event()
@@ -73,8 +73,18 @@ def _lag(mem, cluster, seconds: float, writers: int) -> dict:
     def writer(w: int) -> None:
         i = 0
         while not stop.is_set():
-            mem.add(f"load write {w}-{i} of the replica benchmark", id=f"load-{w}-{i}", metadata={"env": "dev"})
-            i += 1
+            docs = [
+                {
+                    "id": f"load-{w}-{j}",
+                    "text": f"load write {w}-{j} of the replica benchmark",
+                    "metadata": {"env": "dev"},
+                }
+                for j in range(i, i + batch)
+            ]
+            mem.add_documents(docs) if batch > 1 else mem.add(
+                docs[0]["text"], id=docs[0]["id"], metadata={"env": "dev"}
+            )
+            i += batch
             written[w] = i
 
     def sampler() -> None:
@@ -103,6 +113,7 @@ def _lag(mem, cluster, seconds: float, writers: int) -> dict:
     return {
         "writes_per_s": round(sum(written) / took, 1),
         "writers": writers,
+        "memories_per_transaction": batch,
         "samples": len(lags),
         "lag_p50_ms": _pct(lags, 0.5),
         "lag_p99_ms": _pct(lags, 0.99),
@@ -128,6 +139,7 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--load-s", type=float, default=10.0)
     ap.add_argument("--writers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=1, help="memories per write transaction of the load")
     ap.add_argument("--ryw", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -156,7 +168,7 @@ def main() -> int:
                 "queries": args.queries,
                 "fill_s": round(fill_s, 1),
                 "latency": _latency(mem, queries),
-                "lag_under_load": _lag(mem, cluster, args.load_s, args.writers),
+                "lag_under_load": _lag(mem, cluster, args.load_s, args.writers, args.batch),
                 "read_your_writes": _read_your_writes(mem, args.ryw),
             }
     finally:
