@@ -44,6 +44,7 @@ from .models import (
     check_fusion,
     check_hnsw_dtype,
 )
+from .read_routes import ReadRoutes, replica_options
 from .rerank import Reranker
 from .retrieve.legs import make_legs
 from .retrieve.search import Searcher, build_request
@@ -95,6 +96,8 @@ class Memory(AgentMethods, AsyncMethods):
         reranker: str | Reranker | None = None,
         fusion: str | None = None,
         hnsw_dtype: str | None = None,
+        read_url: str | None = None,
+        read_your_writes: bool = False,
     ) -> None:
         self.llms = LLMChoice(llm)
         default_fusion = check_fusion(fusion)
@@ -111,7 +114,8 @@ class Memory(AgentMethods, AsyncMethods):
         self.store: Store = open_store(
             path if path is not None else self.path,
             create=create,
-            **{"exact_threshold": exact_threshold, **(store_options or {})},
+            **{"exact_threshold": exact_threshold, **replica_options(self.path, read_url, read_your_writes)},
+            **(store_options or {}),
         )
         try:
             self.embedders = Embedders(spec, self._check_embedder)
@@ -136,8 +140,11 @@ class Memory(AgentMethods, AsyncMethods):
             leg_timeout=leg_timeout,
             graph_leg=lambda ns, text, rows, k: self.graph.search_leg(ns, text, rows, k),
             default_fusion=default_fusion,
+            carry=getattr(self.store, "bind_route", None),
         )
         self.answers = AskPipeline(self.searcher.search, self.llms, reranker_choice)
+        #: reads on the read replica when there is one (read_url), else as they are
+        self.reads = ReadRoutes(self.store)
         self._graph: GraphRAG | None = None
         if auto_embed and not self.store.capabilities.read_only and self.store.pending_count() > 0:
             self.worker.start()
@@ -313,7 +320,7 @@ class Memory(AgentMethods, AsyncMethods):
 
     def get(self, doc_id: str, *, namespace: str | None = None) -> dict[str, Any]:
         ns = self._ns(namespace)
-        doc = self.store.get_document(ns, doc_id)
+        doc = self.reads.run(lambda: self.store.get_document(ns, doc_id))[0]
         if doc is None:
             raise NotFoundError(f"no document {doc_id!r} in namespace {ns!r}")
         return doc
@@ -381,7 +388,11 @@ class Memory(AgentMethods, AsyncMethods):
         ns = self._ns(req.namespace)
         if req.mode == "graph" and self.graph.gstore.state(ns) is None:
             raise NotFoundError(f"namespace {ns!r} has no graph yet: run `hybridmem graph build` (mode graph needs it)")
-        return self.answers.search(req, ns)
+        resp, route = self.reads.run(lambda: self.answers.search(req, ns), req.read_your_writes)
+        if route is not None:  # a read replica: where this read went, and why when not there
+            resp.read_from = route.read_from
+            resp.warnings.extend(route.notes)
+        return resp
 
     def ask(
         self,
@@ -411,7 +422,10 @@ class Memory(AgentMethods, AsyncMethods):
         """
         data = ask_request(question, top_k, metadata_filter, rerank, namespace, query_id, reranker)
         req = self._request({**fields, **data})
-        return self.answers.ask(req, self._ns(req.namespace), llm)
+        ans, route = self.reads.run(lambda: self.answers.ask(req, self._ns(req.namespace), llm), req.read_your_writes)
+        if route is not None:
+            ans.notes.extend(route.notes)
+        return ans
 
     @staticmethod
     def _request(request: QueryRequest | dict[str, Any] | str, **kwargs: Any) -> QueryRequest:
@@ -423,7 +437,9 @@ class Memory(AgentMethods, AsyncMethods):
 
     # ------------------------------------------------------------------ stats / lifecycle
     def stats(self, namespace: str | None = None) -> Stats:
-        ns = self._ns(namespace)
+        return self.reads.run(lambda: self._stats(self._ns(namespace)))[0]
+
+    def _stats(self, ns: str) -> Stats:
         c = self.store.counts(ns)
         name, dim = self.store.embedder_info()
         return Stats(

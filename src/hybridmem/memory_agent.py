@@ -5,6 +5,7 @@ user's or agent's memory with the conflict check (:mod:`hybridmem.conflicts`), c
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import nullcontext
 from typing import Any, Protocol
 
 from . import conflicts, conversation
@@ -14,6 +15,7 @@ from .conversation import check_scopes
 from .errors import NotFoundError, ValidationError
 from .ingest import check_id
 from .models import ExtractionReport, IngestReport, MemoryDecision, MemoryPage
+from .read_routes import ReadRoutes
 from .retrieve.legs import Legs
 from .retrieve.listing import list_page, list_request
 from .retrieve.search import Searcher
@@ -29,6 +31,8 @@ class _Host(conflicts.Writes, conversation.Writes, Protocol):
     def legs(self) -> Legs: ...
     @property
     def searcher(self) -> Searcher: ...
+    @property
+    def reads(self) -> ReadRoutes: ...
     def _ns(self, namespace: str | None) -> str: ...
     def list(
         self, cursor: str | None = None, limit: int = 100, *, namespace: str | None = None, **fields: Any
@@ -78,21 +82,8 @@ class AgentMethods:
             raise ValidationError("the conflict check needs an LLM (llm=, or HYBRIDMEM_LLM)", field="reconcile")
         if not isinstance(dedupe, bool):
             raise ValidationError(f"must be true or false, got {dedupe!r}", field="dedupe")
-        held = dd.find_match(self, ns, text, meta, exclude=id) if dedupe else None  # id given: its own is an update
-        if held is not None:
-            return dd.decision(held)
-        return conflicts.reconcile(
-            self,
-            ns,
-            prepared,
-            text=text,
-            meta=meta,
-            occurred_at=occurred_at,
-            user_id=user_id,
-            agent_id=agent_id,
-            candidates=candidates,
-            check=reconcile,
-        )
+        with self.reads.primary():  # the reads of a write see the primary
+            return _remember(self, ns, prepared, text, meta, occurred_at, scopes, id, candidates, reconcile, dedupe)
 
     def add_messages(
         self: _Host,
@@ -117,13 +108,14 @@ class AgentMethods:
         opts = extraction.check_options(extract, extract_batch, self.llm)
         scope = {"session_id": session_id, "user_id": user_id, "agent_id": agent_id}
         written: list[tuple[str, str]] = []
-        report = conversation.add_messages(
-            self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id, written=written
-        )
-        if extract:  # the turns this call wrote (a message stored unchanged already had its chance)
-            new = set(report.added) | set(report.updated)
-            turns = [(tid, text) for tid, text in written if tid in new]
-            report.extraction = extraction.extract_turns(self, ns, turns, scope, opts)
+        with self.reads.primary():  # a write's own reads (the session's last turn, the facts) see it
+            report = conversation.add_messages(
+                self, ns, messages, session_id=session_id, user_id=user_id, agent_id=agent_id, written=written
+            )
+            if extract:  # the turns this call wrote (a message stored unchanged already had its chance)
+                new = set(report.added) | set(report.updated)
+                turns = [(tid, text) for tid, text in written if tid in new]
+                report.extraction = extraction.extract_turns(self, ns, turns, scope, opts)
         return report
 
     def extract_session(
@@ -135,8 +127,9 @@ class AgentMethods:
         ns = self._ns(namespace)
         check_scopes(session_id)
         opts = extraction.check_options(True, extract_batch, self.llm)
-        turns, scope = extraction.stored_session(self, ns, session_id)
-        return extraction.extract_turns(self, ns, turns, scope, opts)
+        with self.reads.primary():
+            turns, scope = extraction.stored_session(self, ns, session_id)
+            return extraction.extract_turns(self, ns, turns, scope, opts)
 
     def extract_pending(self: _Host, *, namespace: str | None = None, limit: int | None = None) -> ExtractionReport:
         """Run again the extraction batches left pending (a model that failed or answered invalid
@@ -145,14 +138,16 @@ class AgentMethods:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValidationError(f"must be an integer >= 1, got {limit!r}", field="limit")
         ns = None if namespace == "*" else self._ns(namespace)
-        return extraction.run_pending(self, ns, limit=limit)
+        with self.reads.primary():
+            return extraction.run_pending(self, ns, limit=limit)
 
     def supersede(
         self: _Host, old_id: str, new: str | dict[str, Any], *, namespace: str | None = None, reason: str | None = None
     ) -> IngestReport:
         """A new version of a memory (its text, or a message ``{"role", "content", ...}``), the old one
         kept in the history with ``valid_to``; a message keeps the memory's session and turn."""
-        return conversation.supersede(self, old_id, new, namespace=namespace, reason=reason)
+        with self.reads.primary():
+            return conversation.supersede(self, old_id, new, namespace=namespace, reason=reason)
 
     def forget(self: _Host, id: str, *, namespace: str | None = None, reason: str | None = None) -> None:
         """A soft delete: the memory stops being current now and stays in its history (``as_of`` an
@@ -164,16 +159,7 @@ class AgentMethods:
         """Every version of a memory, oldest first: id, version, times (ISO 8601 UTC), why it was
         written, and whether it is current. NotFoundError when the memory has no version."""
         ns = self._ns(namespace)
-        rows = self.store.history(ns, check_id(id))
-        if not rows:
-            raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")
-        out = []
-        for r in rows:
-            rec = version_record(r)
-            doc = self.store.get_document(ns, rec["id"])
-            rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
-            out.append(rec)
-        return out
+        return self.reads.run(lambda: _history(self, ns, check_id(id)))[0]
 
     def find_duplicates(self: _Host, *, namespace: str | None = None) -> list[dict[str, Any]]:
         """The groups of near duplicates among the current memories (:mod:`hybridmem.dedupe`), each
@@ -184,7 +170,8 @@ class AgentMethods:
         """``find_duplicates``, and with ``apply`` each group's older memories forgotten (a soft
         delete, the reason "near duplicate of ID (dedup)" in their history)."""
         ns = self._ns(namespace)
-        return dd.run(self, ns, apply=apply)
+        with self.reads.primary() if apply else nullcontext():
+            return dd.run(self, ns, apply=apply)
 
     def list(
         self: _Host, cursor: str | None = None, limit: int = 100, *, namespace: str | None = None, **fields: Any
@@ -195,4 +182,51 @@ class AgentMethods:
         ``include_superseded`` (as a query's), ``order`` (``recorded_at``, ``occurred_at`` or ``id``)
         and ``descending``. Exact under concurrent writes (:mod:`hybridmem.retrieve.listing`)."""
         req = list_request({"cursor": cursor, "limit": limit, "namespace": namespace, **fields})
-        return list_page(self.searcher, req, self._ns(req.namespace))
+        return self.reads.run(lambda: list_page(self.searcher, req, self._ns(req.namespace)))[0]
+
+
+def _remember(
+    self: _Host,
+    ns: str,
+    prepared: Any,
+    text: str,
+    meta: dict[str, Any],
+    occurred_at: str | float | None,
+    scopes: dict[str, str | None],
+    id: str | None,
+    candidates: int,
+    reconcile: bool,
+    dedupe: bool,
+) -> MemoryDecision:
+    """``remember`` once validated: the near-duplicate check, then the conflict check and the write
+    (its reads on the primary: the caller holds ``reads.primary()``)."""
+    held = dd.find_match(self, ns, text, meta, exclude=id) if dedupe else None  # id given: its own is an update
+    if held is not None:
+        return dd.decision(held)
+    user_id, agent_id = scopes["user_id"], scopes["agent_id"]
+    return conflicts.reconcile(
+        self,
+        ns,
+        prepared,
+        text=text,
+        meta=meta,
+        occurred_at=occurred_at,
+        user_id=user_id,
+        agent_id=agent_id,
+        candidates=candidates,
+        check=reconcile,
+    )
+
+
+def _history(self: _Host, ns: str, id: str) -> list[dict[str, Any]]:
+    """``history`` inside its read route (the replica's, when there is one)."""
+    rows = self.store.history(ns, id)
+    if not rows:
+        raise NotFoundError(f"no memory {id!r} in namespace {ns!r}")
+    out = []
+    for r in rows:
+        rec = version_record(r)
+        doc = self.store.get_document(ns, rec["id"])
+        rec["text"] = "\n\n".join(c["text"] for c in doc["chunks"]) if doc else ""
+        out.append(rec)
+    return out

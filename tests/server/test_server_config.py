@@ -45,6 +45,14 @@ def test_config_file_env_and_flags(tmp_path: Path) -> None:
     assert cfg.request_timeout == 2.5 and cfg.api_keys == {"sk-json-1234": ("x",)}
 
 
+def test_read_replica_settings(tmp_path: Path) -> None:
+    toml = tmp_path / "server.toml"
+    toml.write_text('read_db = "postgresql://app@replica/mem"\nread_your_writes = true\n')
+    cfg = load_config(toml, env={})
+    assert (cfg.read_db, cfg.read_your_writes) == ("postgresql://app@replica/mem", True)
+    assert (load_config(None, env={}).read_db, load_config(None, env={}).read_your_writes) == (None, False)
+
+
 @pytest.mark.parametrize(
     "content,message",
     [

@@ -64,7 +64,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Copy the store to DEST while it is in use: SQLite's online backup, checked, then renamed into place.",
     ),
     "demo": ("demo", "Build the Helio demo memory in a fresh store and show BM25 vs vectors vs hybrid."),
-    "eval": ("eval_cmd", "Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts."),
+    "eval": (
+        "eval_cmd",
+        "Score every mode on a dataset: MRR/nDCG/Recall by category, latency, paired tests, charts; with "
+        "--answer (LoCoMo), the answers: LLM-judged J, F1 and BLEU-1 by category, tokens and cost.",
+    ),
     "serve": (
         "serve",
         "Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/messages, /v1/documents, /metrics, "

@@ -167,13 +167,24 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(0)
 
 
-def _run(cli: CliContext, cfg: Any, emb: Any, spec: str, run_server: Callable[[Any, Memory], None]) -> None:
-    """Warm the embedder and every namespace's indexes, then serve until stopped."""
+def _run(
+    cli: CliContext,
+    cfg: Any,
+    emb: Any,
+    spec: str,
+    run_server: Callable[[Any, Memory], None],
+    replica: tuple[str | None, bool] = (None, False),
+) -> None:
+    """Warm the embedder and every namespace's indexes, then serve until stopped. ``replica``: the
+    read replica's URL (None: none) and whether reads wait for this server's writes there."""
     from ..memory import Memory
     from ..runtime import display_target
 
     emb.warm_up()
-    with Memory(cli.db, embedder=emb, namespace=cli.namespace, auto_embed=True) as mem:
+    read_url, ryw = replica
+    with Memory(
+        cli.db, embedder=emb, namespace=cli.namespace, auto_embed=True, read_url=read_url, read_your_writes=ryw
+    ) as mem:
         # load every namespace's BM25 postings and vectors before taking traffic (and start any
         # HNSW build): the first requests must not each pay, or queue behind, a cold load
         t0 = time.perf_counter()
@@ -192,6 +203,10 @@ def _run(cli: CliContext, cfg: Any, emb: Any, spec: str, run_server: Callable[[A
             f"hybridmem serving {display_target(cli.db)} on http://{_url_host(cfg.host)}:{cfg.port} "
             f"({keys or 'no'} API key{'' if keys == 1 else 's'}; OpenAPI at /docs)",
         )
+        if read_url is not None:
+            _note(
+                cfg, f"queries read the replica {display_target(read_url)} (read_your_writes {'on' if ryw else 'off'})"
+            )
         announced = _announce(cli.db, cfg, getattr(emb, "name", None), spec)
         if announced is not None:
             _note(cfg, f"announced in {announced}: `hybridmem search` of this store has this server embed its queries")
@@ -222,6 +237,15 @@ def serve(
     allowed_host: Optional[List[str]] = typer.Option(None, "--allowed-host", help=_ALLOWED_HOST_HELP),
     log_level: Optional[str] = typer.Option(None, "--log-level", help=_LOG_LEVEL_HELP),
     log_format: Optional[str] = typer.Option(None, "--log-format", help=_LOG_FORMAT_HELP),
+    read_db: Optional[str] = typer.Option(
+        None, "--read-db", envvar="HYBRIDMEM_READ_DB", help="postgresql:// URL of a streaming replica the queries read."
+    ),
+    read_your_writes: bool = typer.Option(
+        False,
+        "--read-your-writes",
+        envvar="HYBRIDMEM_READ_YOUR_WRITES",
+        help="Queries wait (1 s at most) until the replica has replayed this server's last write, else read the primary.",
+    ),
 ) -> None:
     """Serve the memory over HTTP: /v1/query, /v1/answer, /v1/memories, /v1/messages, /v1/documents, /metrics, /docs."""
     cli = cli_context(ctx)
@@ -261,7 +285,8 @@ def serve(
         spec = spec or config.DEFAULT_EMBEDDER
         emb = CoalescingEmbedder(spec)
         try:
-            _run(cli, cfg, emb, spec, run_server)
+            replica = (read_db or cfg.read_db, read_your_writes or cfg.read_your_writes)
+            _run(cli, cfg, emb, spec, run_server, replica)
         finally:
             emb.close()
     except ModuleNotFoundError as e:

@@ -35,6 +35,8 @@ def ui_cmd(
         allowed_host=None,
         log_level=None,
         log_format=None,
+        read_db=None,
+        read_your_writes=False,
     )
 
 

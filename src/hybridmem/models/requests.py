@@ -254,6 +254,9 @@ class QueryRequest(ScopeFields):
     rerank: bool = Field(False, strict=True)
     #: the reranker to use; None = the memory's own choice (``Memory(reranker=)``, HYBRIDMEM_RERANKER)
     reranker: RerankerChoice | None = None
+    #: with a read replica: wait (bounded) until it has replayed this process's last write, else
+    #: read the primary; None = the memory's own choice (``Memory(read_your_writes=)``)
+    read_your_writes: bool | None = Field(None, strict=True)
 
     @field_validator("search_text")
     @classmethod

@@ -139,6 +139,9 @@ class QueryResponse(BaseModel):
     #: what the caller may want to know about this answer: a filter key no document has, a
     #: namespace that does not exist, a dense leg left out while too few vectors exist
     warnings: list[str] = Field(default_factory=list)
+    #: with a read replica (``read_url``): where this query read, ``replica`` or ``primary`` (the
+    #: warnings say why); None without one
+    read_from: Literal["replica", "primary"] | None = None
 
     @model_validator(mode="after")
     def _count(self) -> QueryResponse:

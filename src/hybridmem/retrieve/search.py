@@ -89,6 +89,9 @@ class Searcher:
     min_dense_coverage: float = 0.5
     #: the fusion of a query whose hybrid_params name none (Memory(fusion=), HYBRIDMEM_FUSION)
     default_fusion: str = "rrf"
+    #: a leg's call made to run in its thread as in the caller's (a read replica's route:
+    #: ``PostgresStore.bind_route``); None: as it is
+    carry: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
     #: (namespace, filter, chunk version) -> (latest occurred_at,): a scope's reference time
     _latest: LRU = field(default_factory=lambda: LRU(256))
     #: (namespace, filter, vector version) -> (mean vector of the scope, or None): dense centering
@@ -392,7 +395,10 @@ class Searcher:
             out = fn()
             return out, (time.perf_counter() - s) * 1000
 
-        return {name: self.executor.submit(deadline.bind(timed), fn) for name, fn in legs.items()}
+        run = deadline.bind(timed)
+        if self.carry is not None:
+            run = self.carry(run)
+        return {name: self.executor.submit(run, fn) for name, fn in legs.items()}
 
     def _collect_legs(
         self, futures: dict[str, Future[tuple[list[LegHit], float]]], started: float

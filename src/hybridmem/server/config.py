@@ -63,6 +63,10 @@ class ServerConfig:
     db: str | None = None
     #: embedder spec; None = the store's own
     embedder: str | None = None
+    #: a PostgreSQL streaming replica the queries read (``--read-db``, ``HYBRIDMEM_READ_DB``); None: none
+    read_db: str | None = None
+    #: queries wait (bounded) for this server's last write on the replica (``--read-your-writes``)
+    read_your_writes: bool = False
     #: namespace used when a request names none and its key allows every namespace
     default_namespace: str = "default"
     #: API key -> namespaces it may use (``("*",)`` = all). Empty: no auth, loopback only.
@@ -199,7 +203,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(ServerConfig)}
 
 def _coerce(name: str, value: Any, where: str) -> Any:
     default = getattr(ServerConfig(), name)
-    if name in ("db", "embedder"):
+    if name in ("db", "embedder", "read_db"):
         return None if value in (None, "") else str(value)
     if name == "allowed_hosts":
         if isinstance(value, str):

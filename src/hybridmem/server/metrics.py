@@ -65,6 +65,7 @@ class Metrics:
         self.latency: dict[str, _Histogram] = defaultdict(_Histogram)  # endpoint
         self.legs: dict[str, _Histogram] = defaultdict(_Histogram)  # leg
         self.leg_status: dict[tuple[str, str], int] = defaultdict(int)  # (leg, status)
+        self.reads: dict[str, int] = defaultdict(int)  # queries by where they read (a read replica's)
         self.in_flight = 0
         self.started = time.time()
         self.llm_calls: dict[tuple[str, str, str], int] = defaultdict(int)  # (model, purpose, ok|error)
@@ -95,6 +96,12 @@ class Metrics:
                 self.leg_status[(name, status)] += 1
                 if status == "ok":
                     self.legs[name].observe(took / 1000.0)
+
+    def observe_read(self, read_from: str | None) -> None:
+        """Where a query read (``QueryResponse.read_from``; None without a read replica: not counted)."""
+        if read_from is not None:
+            with self._lock:
+                self.reads[read_from] += 1
 
     def render(self) -> str:
         with self._lock:
@@ -129,6 +136,14 @@ class Metrics:
             for (leg, s), n in sorted(self.leg_status.items()):
                 out.append(f"hybridmem_leg_total{_labels({'leg': leg, 'status': s})} {n}")
             out += self._llm_lines()
+            if self.reads:
+                out += [
+                    "# HELP hybridmem_query_reads_total Queries by where they read, with a read replica.",
+                    "# TYPE hybridmem_query_reads_total counter",
+                ]
+                out += [
+                    f"hybridmem_query_reads_total{_labels({'read_from': w})} {n}" for w, n in sorted(self.reads.items())
+                ]
             out += [
                 "# HELP hybridmem_http_requests_in_flight Requests being served.",
                 "# TYPE hybridmem_http_requests_in_flight gauge",

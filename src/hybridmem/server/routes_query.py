@@ -30,6 +30,7 @@ def register(app: FastAPI, d: Deps) -> None:
         req = req.model_copy(update={"namespace": ns})
         resp: QueryResponse = await d.expensive(p)(d.memory().search, req)
         d.metrics.observe_legs(resp.legs)
+        d.metrics.observe_read(resp.read_from)
         return json_response(resp)
 
     @app.post(

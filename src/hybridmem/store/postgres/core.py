@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -20,6 +20,9 @@ from ..sql import changelog as changelog_sql
 from ..sql.common import PG_DIALECT, Dialect
 from .qmark import AutoReader, Qmark
 from .schema import _now, _one
+
+if TYPE_CHECKING:
+    from .replica import ReplicaRouter
 
 __all__ = ["_Core", "mask_url"]
 
@@ -35,6 +38,24 @@ def mask_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     user = netloc[0].split(":", 1)[0]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+@contextmanager
+def _unreplicated_commits(conn: psycopg.Connection) -> Iterator[list[str]]:
+    """The server's warnings, while the block runs, that a commit's wait for the synchronous replica
+    was cancelled: PostgreSQL then reports the commit as done although no replica confirmed it."""
+    seen: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        text = f"{diag.message_primary or ''} {diag.message_detail or ''}"
+        if "synchronous replication" in text or "might not have been replicated" in text:
+            seen.append(str(diag.message_primary or "").strip())
+
+    conn.add_notice_handler(notice)
+    try:
+        yield seen
+    finally:
+        conn.remove_notice_handler(notice)
 
 
 class _Core(changelog_sql.ChangeLogReads):
@@ -61,21 +82,53 @@ class _Core(changelog_sql.ChangeLogReads):
     _wlock: threading.RLock
     _ns_cache: dict[str, int]
     _pool: ConnectionPool | None
+    #: the read replica (``read_url``), None without one
+    _replica: ReplicaRouter | None
     _statement_timeout_ms: int
     _kwargs: dict[str, Any]
     reader: AutoReader
 
     # ------------------------------------------------------------------ connections and transactions
     @contextmanager
-    def _conn(self) -> Iterator[psycopg.Connection]:
+    def _conn(self, write: bool = False, record: bool = True) -> Iterator[psycopg.Connection]:
+        """A pooled connection: the replica's inside a read routed there (:mod:`.replica`), else the
+        primary's. ``write``: the primary's always; with a replica, the WAL position after the write
+        is remembered (unless ``record`` is False) for reads that must see it (read_your_writes)."""
         if self._pool is None:
             raise StoreError(f"the store at {self.path} is closed")
         left = deadline.remaining()
         if left is not None and left <= 0:
             raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped")
-        ms = self._statement_timeout_ms
+        replica = self._replica
+        pool = None if write or replica is None else replica.pool()
         try:
-            with self._pool.connection() as conn:
+            with self._checkout(pool or self._pool, left) as conn:
+                if not write:
+                    yield conn
+                    return
+                with _unreplicated_commits(conn) as cancelled:
+                    yield conn
+                if cancelled:
+                    raise StoreUnavailableError(
+                        f"the write committed on the primary at {self.path}, but its wait for the synchronous "
+                        f"replica was cancelled ({cancelled[0]}): it may be lost in a failover; writes are "
+                        "idempotent by id: write it again"
+                    )
+                if record and replica is not None:
+                    replica.record_write(conn)
+        except (PoolTimeout, psycopg.OperationalError) as e:
+            if pool is None or isinstance(e, pgerr.QueryCanceled):
+                raise
+            assert replica is not None
+            replica.failed(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
+            raise StoreUnavailableError(f"the read replica at {replica.path} failed: {e}; read again") from None
+
+    @contextmanager
+    def _checkout(self, pool: ConnectionPool, left: float | None) -> Iterator[psycopg.Connection]:
+        ms = self._statement_timeout_ms
+        path = self.path if pool is self._pool else f"{self.path} (read replica)"
+        try:
+            with pool.connection() as conn:
                 if left is None:
                     yield conn
                     return
@@ -88,15 +141,19 @@ class _Core(changelog_sql.ChangeLogReads):
                     if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                         conn.execute(f"SET statement_timeout = {self._statement_timeout_ms}")
         except PoolTimeout as e:
-            raise StoreUnavailableError(f"no PostgreSQL connection available at {self.path} ({e})") from None
+            if pool is not self._pool:
+                raise
+            raise StoreUnavailableError(f"no PostgreSQL connection available at {path} ({e})") from None
         except pgerr.QueryCanceled as e:  # (an OperationalError: caught first)
             # the server's clock may fire a hair before ours: a timeout shorter than the default was the deadline
             if deadline.expired() or ms < self._statement_timeout_ms:
                 raise deadline.DeadlineExceeded("the request ran past its deadline and was stopped") from None
-            raise StoreError(f"PostgreSQL statement timed out at {self.path}: {str(e).strip()}") from None
+            raise StoreError(f"PostgreSQL statement timed out at {path}: {str(e).strip()}") from None
         except psycopg.OperationalError as e:
+            if pool is not self._pool:
+                raise
             raise StoreUnavailableError(
-                f"PostgreSQL at {self.path} is unavailable ({str(e).strip()}); retry shortly "
+                f"PostgreSQL at {path} is unavailable ({str(e).strip()}); retry shortly "
                 "(a write in flight may or may not have been committed: writes are idempotent by id)"
             ) from None
 
@@ -106,7 +163,7 @@ class _Core(changelog_sql.ChangeLogReads):
     @contextmanager
     def _tx(self) -> Iterator[Qmark]:
         """A write transaction (the graph layer's portable SQL goes through it)."""
-        with self._conn() as conn, conn.transaction():
+        with self._conn(write=True) as conn, conn.transaction():
             yield Qmark(conn)
 
     @contextmanager
@@ -238,6 +295,9 @@ class _Core(changelog_sql.ChangeLogReads):
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.close()
+        replica, self._replica = getattr(self, "_replica", None), None
+        if replica is not None:
+            replica.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
         try:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -24,6 +26,7 @@ from .files import _Files
 from .migrations import SCHEMA_VERSION, bootstrap
 from .qmark import AutoReader
 from .reads import _Reads
+from .replica import ReplicaRouter, check_replica
 from .search import _Search
 from .vectors import _Vectors
 from .writes import _Writes
@@ -34,6 +37,7 @@ __all__ = ["PostgresStore", "BM25_LEG_ENV", "BM25_SNAPSHOT_DIR_ENV"]
 BM25_LEG_ENV = config.PG_BM25_LEG_ENV
 BM25_SNAPSHOT_DIR_ENV = config.PG_BM25_SNAPSHOT_DIR_ENV
 
+T = TypeVar("T")
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -73,9 +77,17 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         work_mem_mb: int = 32,
         bm25_leg: str | None = None,
         bm25_snapshot_dir: str | None = None,
+        read_url: str | None = None,
+        read_your_writes: bool = False,
+        replica_max_lag_s: float = 5.0,
+        replica_wait_s: float = 1.0,
+        replica_retry_s: float = 5.0,
+        replica_check_s: float = 0.5,
     ) -> None:
         self.url = url
-        self._bm25_options(bm25_leg, bm25_snapshot_dir)
+        self._bm25_options(bm25_leg, bm25_snapshot_dir, replica=read_url is not None)
+        #: what a read asks of the replica by default (a query's ``read_your_writes`` overrides)
+        self.read_your_writes = bool(read_your_writes)
         self.path = mask_url(url)
         if not _IDENT.match(schema):
             raise ValidationError(f"invalid PostgreSQL schema name {schema!r} (lower-case letters, digits, _)")
@@ -91,6 +103,7 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         self._wlock = threading.RLock()
         self._ns_cache: dict[str, int] = {}
         self._pool: ConnectionPool | None = None
+        self._replica: ReplicaRouter | None = None
         self._statement_timeout_ms = int(statement_timeout_ms)
         # work_mem caps each sort/hash of a query (a backend holds a few): with the filter budgets and
         # the statement timeout, one request's memory on the server is bounded
@@ -105,9 +118,59 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         }
         self._open(create, pool_size, connect_timeout)
         self.reader = AutoReader(self._conn)
+        if read_url is not None:
+            waits = (replica_max_lag_s, replica_wait_s, replica_retry_s, replica_check_s)
+            self._open_replica(read_url, pool_size, connect_timeout, *waits)
 
-    def _bm25_options(self, bm25_leg: str | None, bm25_snapshot_dir: str | None) -> None:
-        """``bm25_leg`` and ``bm25_snapshot_dir``, checked; unset, from the environment."""
+    # ------------------------------------------------------------------ the read replica (replica.py)
+    def _open_replica(
+        self, url: str, pool_size: int, connect_timeout: float, lag: float, wait: float, retry: float, check: float
+    ) -> None:
+        """The replica at ``url`` checked (``check_replica``) and its pool opened; the store closed on failure."""
+        router = ReplicaRouter(
+            url,
+            mask_url(url),
+            self._kwargs,
+            pool_size=pool_size,
+            connect_timeout=connect_timeout,
+            max_lag_s=float(lag),
+            wait_s=float(wait),
+            retry_s=float(retry),
+            check_s=float(check),
+        )
+        try:
+            check_replica(self, router, timeout=connect_timeout)
+            router.open_pool()
+        except BaseException:
+            self.close()
+            raise
+        self._replica = router
+
+    @property
+    def read_path(self) -> str | None:
+        """The read replica's URL, its password masked (None without one)."""
+        return self._replica.path if self._replica is not None else None
+
+    def read_route(self, read_your_writes: bool | None = None, *, primary: bool = False) -> Any:
+        """The context of one read (a :class:`~.replica.ReadRoute`: where it went and why); without a
+        replica, every read is the primary's. ``read_your_writes`` None: the store's default."""
+        if self._replica is None:
+            return nullcontext(None)
+        ryw = self.read_your_writes if read_your_writes is None else bool(read_your_writes)
+        return self._replica.route(ryw, primary=primary)
+
+    def bind_route(self, fn: Callable[..., T]) -> Callable[..., T]:
+        """``fn`` to run in another thread on the calling thread's read route (the legs)."""
+        return self._replica.bind(fn) if self._replica is not None else fn
+
+    def _bm25_options(self, bm25_leg: str | None, bm25_snapshot_dir: str | None, replica: bool = False) -> None:
+        """``bm25_leg`` and ``bm25_snapshot_dir``, checked; unset, from the environment. With a read
+        replica the BM25 leg is the SQL one (it reads the replica too; in-process postings are kept
+        in step with the primary's change log, not the replica's)."""
+        if replica:
+            if bm25_leg not in (None, "sql"):
+                raise ValidationError("a read replica (read_url) needs bm25_leg='sql'", field="bm25_leg")
+            bm25_leg = "sql"
         # unset here: the environment (how `hybridmem serve` and the CLI are configured), else defaults
         if bm25_leg is None:
             bm25_leg = os.environ.get(BM25_LEG_ENV) or "process"

@@ -26,7 +26,7 @@ class _Vectors(_Core):
         """Record the embedder and type the vector column ``vector(dim)`` with its HNSW index; with
         ``reset_vectors`` drop every vector and queue every chunk."""
         self._dim_cache = None
-        with self._wlock, self._conn() as conn, conn.transaction():
+        with self._wlock, self._conn(write=True) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('hybridmem-embedder'))")
             conn.execute(
                 "INSERT INTO meta VALUES ('embedder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -65,7 +65,7 @@ class _Vectors(_Core):
     def drop_vector_index(self) -> None:
         """Drop the HNSW index (before a bulk load: building it once afterwards is much faster than
         inserting a million vectors into it one by one). Dense search stays exact until rebuilt."""
-        with self._wlock, self._conn() as conn:
+        with self._wlock, self._conn(write=True, record=False) as conn:
             conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
 
     def create_vector_index(
@@ -75,7 +75,7 @@ class _Vectors(_Core):
         ``maintenance_work_mem`` to keep the graph in memory (about 1.5 × the vectors' size)."""
         if not re.fullmatch(r"\d+\s*(kB|MB|GB)", maintenance_work_mem):
             raise ValidationError(f"maintenance_work_mem {maintenance_work_mem!r}: expected e.g. '2GB'")
-        with self._wlock, self._conn() as conn:
+        with self._wlock, self._conn(write=True, record=False) as conn:
             conn.execute(f"SET maintenance_work_mem = '{maintenance_work_mem}'")
             conn.execute("DROP INDEX IF EXISTS vectors_hnsw")
             conn.execute("SET statement_timeout = 0")  # a build may take longer than any query may
@@ -117,7 +117,8 @@ class _Vectors(_Core):
         if not dim:  # the first vectors fix the dimension: type the column and build its index
             dim = int(np.asarray(items[0][2]).ravel().shape[0])
             self.set_embedder(name or "unknown", dim)
-        with self._wlock, self._conn() as conn, conn.transaction():
+        # the embedding worker's: not a caller's write that read_your_writes waits for
+        with self._wlock, self._conn(write=True, record=False) as conn, conn.transaction():
             rids = [int(r) for r, _, _ in items]
             live = {
                 r: (ns, th)

@@ -36,7 +36,7 @@ class _Writes(_Core):
             return res
         now, at = _now(), history_sql.now_epoch()
         try:
-            with self._wlock, self._conn() as conn, conn.transaction():
+            with self._wlock, self._conn(write=True) as conn, conn.transaction():
                 ns = self._lock_ns(conn, namespace, create=True)
                 assert ns is not None
                 ids = [d.doc_id for d in docs]
@@ -232,7 +232,7 @@ class _Writes(_Core):
                 return
             self._analyzed_at += self._since_analyze
             self._since_analyze = 0
-        with self._conn() as conn:
+        with self._conn(write=True, record=False) as conn:
             # VACUUM sets the visibility map, without which the covering postings index cannot
             # answer BM25 alone (autovacuum does it too, later)
             conn.execute("VACUUM (ANALYZE) postings")
@@ -270,7 +270,7 @@ class _Writes(_Core):
     def _namespace_write(self, namespace: str) -> Iterator[tuple[psycopg.Connection, int | None]]:
         """The write transaction of the shared writes (store/sql/writes.py) and the namespace's id,
         its row locked (one writer per namespace)."""
-        with self._wlock, self._conn() as conn, conn.transaction():
+        with self._wlock, self._conn(write=True) as conn, conn.transaction():
             yield conn, self._lock_ns(conn, namespace, create=False)
 
     @staticmethod
@@ -339,7 +339,7 @@ class _Writes(_Core):
 
     def reindex_sparse(self) -> int:
         """Rebuild postings and BM25 statistics from chunk text (after a tokenizer change)."""
-        with self._conn() as conn:
+        with self._conn(write=True) as conn:
             return self._reindex(conn)
 
     def _reindex(self, conn: psycopg.Connection) -> int:
