@@ -285,6 +285,21 @@ BENCHMARKS: tuple[Bench, ...] = (
         (("graph", "entities"), ("entity_view_ms", "p50"), ("recentre_ms", "p50"), ("graph_show_ms", "p50")),
     ),
     Bench(
+        "prf_probe",
+        "benchmark",
+        "issue 42, tried and not kept: dense pseudo-relevance feedback (Rocchio) as a third RRF leg, nDCG@10 per setting and p against dense",
+        "XQuAD en->de, en->zh, de, HotpotQA-100, demo; e5 (cached embeddings)",
+        "the dense leg and language-aware RRF of the same legs, same process",
+        "< 1 with the embeddings and indexes cached (10 s)",
+        R + "prf-probe.json",
+        "prf-probe.json",
+        (
+            ("hotpotqa-hipporag-train100", "dense"),
+            ("hotpotqa-hipporag-train100", "rrf + prf m=3 beta=0.5"),
+            ("demo", "rrf + prf m=3 beta=0.5"),
+        ),
+    ),
+    Bench(
         "transfer",
         "benchmark",
         "export --with-vectors to .jsonl.gz and import into a new SQLite file: docs/s, peak RSS above each process's baseline (target <= 300 MB)",
