@@ -13,8 +13,8 @@ class Peer:
     name = "hybridmem"
     exact_threshold: int | None = None  # None: Memory's default
     notes = (
-        "Memory(sqlite temp file, chunk_size=None, auto_embed=False), add_documents (1000 docs a call), "
-        "embed_pending(), then one bm25 and one vector query to load the BM25 postings and the dense index "
+        "Memory(sqlite temp file, chunk_size=None, auto_embed=False), add_documents (1000 docs a call, each "
+        "with its vector from the same embedder as the peers: the precomputed-vector bulk path), then one bm25 and one vector query to load the BM25 postings and the dense index "
         "(waiting for the HNSW build above 50k chunks): all inside build time; search(mode='hybrid', "
         "top_k=k, fetch_k=depth)"
     )
@@ -27,9 +27,12 @@ class Peer:
         self.last = None
 
     def build(self, docs: list[dict]) -> None:
+        # the same vectors as the peers, given with the documents (the bulk path: no embedding queue)
         for i in range(0, len(docs), 1000):
-            self.mem.add_documents(docs[i : i + 1000])
-        self.mem.embed_pending()
+            part = docs[i : i + 1000]
+            vecs = self.emb.embed_documents([d["text"] for d in part])
+            self.mem.add_documents([{**d, "vector": v} for d, v in zip(part, vecs)])
+        self.mem.embed_pending()  # nothing left to embed: a no-op kept for a corpus given without vectors
         # make every leg ready, as the other systems are after build(): the first BM25 query loads the
         # postings; the first vector query loads the vectors and, above exact_threshold, starts the
         # HNSW build in the background (answered exactly meanwhile): wait until the graph is ready.

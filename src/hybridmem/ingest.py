@@ -7,7 +7,7 @@ import codecs
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -211,6 +211,18 @@ _META_JSON_SORTED = json.JSONEncoder(ensure_ascii=False, allow_nan=False, sort_k
 BATCH_CHARS = 8_000_000
 
 
+def _once(read: Callable[[], tuple[str | None, int]]) -> Callable[[], tuple[str | None, int]]:
+    """``read``, called at most once: its first answer is kept (one ``batches`` call's)."""
+    kept: list[tuple[str | None, int]] = []
+
+    def get() -> tuple[str | None, int]:
+        if not kept:
+            kept.append(read())
+        return kept[0]
+
+    return get
+
+
 @dataclass(frozen=True)
 class Preparer:
     """Turns documents into prepared documents (:class:`PreparedDocument`) with one memory's chunking settings."""
@@ -312,9 +324,11 @@ class Preparer:
         there (its source and the reason); without, it raises."""
         batch: list[PreparedDocument] = []
         chars = 0
+        # the store's embedder and dimension read once per call, not once per document's vector
+        prep = self if self.vector_dim is None else replace(self, vector_dim=_once(self.vector_dim))
         for n, d in enumerate(docs):
             try:
-                batch.append(self.prepare(d))
+                batch.append(prep.prepare(d))
             except ValidationError as e:
                 if e.field == "vector":  # which document's, in a batch
                     e = ValidationError(str(e).removeprefix("vector: "), field=f"documents[{n}].vector")

@@ -173,7 +173,7 @@ def test_vectors_of_another_embedder_are_refused_or_left_out_with_reembed(tmp_pa
         import_into(f, str(dst))
     rep = import_into(f, str(dst), reembed=True)
     assert not rep.vectors_reused and rep.namespaces["default"]["queued"] == 1
-    with Memory(dst, embedder="hash:64") as m:
+    with Memory(dst, embedder="hash:64", auto_embed=False) as m:  # no worker racing the count
         assert m.stats().pending_vectors == 1
         m.embed_pending()
         assert [r.chunk_id for r in m.search("alpha", mode="vector", top_k=1).results] == ["a_p1"]
