@@ -149,3 +149,44 @@ def test_a_tenant_key_never_shows_another_namespace(browser: Browser, tenants: L
     assert "403" in page.locator("#error").inner_text()
     assert "secret note" not in page.content()
     page.close()
+
+
+def test_a_page_of_another_site_cannot_change_the_memory(browser: Browser, tmp_path: Path) -> None:
+    """A page served from another origin (another loopback port) tries a DELETE through fetch and a
+    POST through a plain form (no preflight): the browser or the server's Origin check stops both,
+    and the memory is unchanged."""
+    import http.server
+    import threading
+
+    mem = Memory(tmp_path / "x.db", embedder="hash", auto_embed=False)
+    mem.add("HEL-4040 runbook", id="keep-me")
+    with LiveServer(mem) as s:
+        target = s.url
+        site = tmp_path / "evil"
+        site.mkdir()
+        (site / "index.html").write_text(
+            f"""<!doctype html><title>loading</title>
+<form id="f" method="POST" action="{target}/v1/memories" enctype="text/plain">
+<input name='{{"text": "planted by another site", "id": "planted", "x": "' value='"}}'></form>
+<script>
+fetch("{target}/v1/memories/keep-me", {{method: "DELETE"}})
+  .then(r => {{ document.title = "fetch " + r.status; }})
+  .catch(() => {{ document.title = "fetch blocked"; }})
+  .finally(() => document.getElementById("f").submit());
+</script>"""
+        )
+        handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(site))  # noqa: E731
+        evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=evil.serve_forever, daemon=True).start()
+        try:
+            page = new_page(browser)
+            page.goto(f"http://127.0.0.1:{evil.server_address[1]}/index.html")
+            page.wait_for_url(f"{target}/v1/memories")  # the form was sent: the server answered it
+            answer = page.inner_text("body")
+            assert "forbidden" in answer and "origin" in answer.lower()
+            page.close()
+        finally:
+            evil.shutdown()
+        assert httpx.get(target + "/v1/memories/keep-me").status_code == 200
+        assert httpx.get(target + "/v1/memories/planted").status_code == 404
+    mem.close()
