@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -312,3 +313,19 @@ def cached_store(n: int, log: bool = True) -> tuple[Path, dict]:
     }
     meta.write_text(json.dumps(rec, indent=1) + "\n")
     return db, rec
+
+
+def browser_bench() -> tuple[Any, Any, str]:
+    """What a benchmark of the explorer needs: Playwright's ``sync_playwright``, the tests' live
+    server class (``tests/server_utils.LiveServer``) and Debian's chromium (exits without it)."""
+    import shutil as _shutil
+
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from server_utils import LiveServer
+
+    chromium = _shutil.which("chromium")
+    if chromium is None:
+        raise SystemExit("needs Debian's chromium (apt install chromium)")
+    return sync_playwright, LiveServer, chromium

@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 
-from bench._common import iter_corpus, make_queries, pct, write_report
+from bench._common import browser_bench, iter_corpus, make_queries, pct, write_report
 from hybridmem import Memory
 
 OUT = Path("bench/results/ui-explorer.json")
@@ -63,14 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)
-    from playwright.sync_api import sync_playwright
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from server_utils import LiveServer
-
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        raise SystemExit("needs Debian's chromium (apt install chromium)")
+    sync_playwright, LiveServer, chromium = browser_bench()
     t0 = time.perf_counter()
     path = _store(a.n)
     build_s = time.perf_counter() - t0

@@ -24,14 +24,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    try:
-        from pg_cluster import Cluster
+    from pg_cluster import start_or_skip
 
-        c = Cluster()
-    except Exception as e:  # noqa: BLE001 - no server: skipped, or failed where it is required
-        if os.environ.get("HYBRIDMEM_REQUIRE_POSTGRES") == "1":
-            raise
-        pytest.skip(f"NO POSTGRESQL primary + replica: {type(e).__name__}: {e}")
+    c = start_or_skip()
     try:
         yield c
     finally:
