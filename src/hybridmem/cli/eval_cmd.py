@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 
 __all__ = ["register"]
 
-_MODES_HELP = "Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid)."
+_MODES_HELP = (
+    "Comma-separated modes to evaluate (default bm25,vector,hybrid,rerank,graph; with --answer: hybrid; "
+    "--answer also takes facts and facts+turns: facts extracted by the --llm model)."
+)
 _LLM_HELP = (
     "Chat model for mode rerank (default HYBRIDMEM_LLM; none: offline identifier reranker); "
     "with --answer, the model that answers."

@@ -18,6 +18,7 @@ JSON after the repair attempt) is counted WRONG and reported; neither stops the 
 from __future__ import annotations
 
 import re
+import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from ..memory import Memory
 from ..models import QueryResult
 from .conversations import CATEGORIES
 from .datasets import Dataset
+from .facts import FACT_MODES, build_facts, evidence_ranking, fact_request
 from .index import open_index, utc_now
 from .judge import NOT_MENTIONED, Verdict, bleu1, judge_messages, token_f1
 from .llm_cache import CachedChatModel, CallCache, Tally
@@ -94,9 +96,10 @@ def check_answer_run(ds: Dataset, cfg: EvalConfig, acfg: AnswerConfig) -> None:
             f"{ds.name}: --answer needs a LoCoMo JSON file (questions with gold answers); this dataset has none",
             field="dataset",
         )
-    unknown = [m for m in cfg.modes if m not in ALL_MODES]
+    known = [*ALL_MODES, *FACT_MODES]
+    unknown = [m for m in cfg.modes if m not in known]
     if unknown:
-        raise ValidationError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(ALL_MODES)}", field="modes")
+        raise ValidationError(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(known)}", field="modes")
     if "graph" in cfg.modes:
         raise ValidationError("mode graph is not supported with --answer (retrieval-only for now)", field="modes")
     if not cfg.modes:
@@ -147,11 +150,12 @@ def _run_mode(
     retrieved: dict[str, list[QueryResult]] = {}
     scores: dict[str, dict[str, float]] = {}
     reranked = Tally()  # mode rerank's LLM calls (not cached: retrieval is not)
+    facts = mode in FACT_MODES
     for qid in ds.queries:  # retrieval first, one query at a time (as the retrieval evaluation runs)
-        resp = mem.search(search_request(ds, qid, mode, cfg.top_k))
+        resp = mem.search(fact_request(ds, qid, mode, cfg.top_k) if facts else search_request(ds, qid, mode, cfg.top_k))
         reranked.spend(resp.usage)
         retrieved[qid] = list(resp.results)
-        rank = per_query(_doc_ranking(resp), ds.qrels[qid])
+        rank = per_query(evidence_ranking(resp) if facts else _doc_ranking(resp), ds.qrels[qid])
         scores[qid] = {k: rank[k] for k in ("recall@5", "recall@10", "mrr@10")}
     tick = progress(f"{mode}: answering and judging", len(ds.queries)) if progress else None
     rows: dict[str, dict[str, Any]] = {}
@@ -269,10 +273,12 @@ def run_answer_eval(
     try:
         if need_vectors:
             warm_query_vectors(mem, ds, progress)
-        modes = {m: _run_mode(mem, ds, m, cfg, acfg, cache, progress) for m in cfg.modes}
+        modes = {m: _run_mode(mem, ds, m, cfg, acfg, cache, progress) for m in cfg.modes if m not in FACT_MODES}
+        extraction = _fact_modes(ds, cfg, acfg, index, cache, modes, progress)
     finally:
         mem.close()
         cache.close()
+    modes = {m: modes[m] for m in cfg.modes}  # in the order asked
     tokens = _token_report(modes, acfg, len(qids), full)
     return {
         "kind": "answers",
@@ -295,6 +301,7 @@ def run_answer_eval(
         "cache": str(cache.path),
         "modes": modes,
         "tokens": tokens,
+        **({"extraction": extraction} if extraction else {}),
         "prices_date": PRICES_DATE,
         "comparisons": _comparisons(modes, cfg.seed),
         "notes": _notes(cfg, acfg, modes, tokens, left_out),
@@ -302,6 +309,33 @@ def run_answer_eval(
         "took_s": round(time.perf_counter() - t0, 2),
         "hybridmem_version": __version__,
     }
+
+
+def _fact_modes(
+    ds: Dataset,
+    cfg: EvalConfig,
+    acfg: AnswerConfig,
+    index: dict[str, Any],
+    cache: CallCache,
+    modes: dict[str, dict[str, Any]],
+    progress: Progress | None,
+) -> dict[str, Any] | None:
+    """The fact modes asked for, on a copy of the index with facts extracted by the answering
+    model (:mod:`.facts`); what extraction did and cost, or None when none was asked."""
+    wanted = [m for m in cfg.modes if m in FACT_MODES]
+    if not wanted:
+        return None
+    fmem, folder, info = build_facts(ds, cfg, index, acfg.answerer, cache, progress)
+    try:
+        for m in wanted:
+            modes[m] = _run_mode(fmem, ds, m, cfg, acfg, cache, progress)
+    finally:
+        fmem.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    info["cost_usd"] = call_cost(
+        acfg.answerer.name, info["tokens"]["prompt_tokens"], info["tokens"]["completion_tokens"], acfg.prices
+    )
+    return info
 
 
 def _category_counts(ds: Dataset) -> dict[str, int]:
