@@ -6,6 +6,7 @@ any view; asking for another namespace is an error, not data)."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -94,6 +95,7 @@ def test_finding_an_entity_on_an_11k_entity_graph(browser: Browser, big_graph: L
     page.locator("#entity-matches li a").first.click()
     page.wait_for_function("n => document.querySelector('#neighbourhood .centre-label')?.textContent === n", arg=target)
     assert page.locator("#neighbourhood .node").count() >= 5  # its five fellow people of the note
+    assert re.match(r"in \d+ documents?: n\d+", page.locator("#entity-documents").inner_text())  # its notes, linked
     page.close()
 
 

@@ -166,6 +166,9 @@ def _register_reads(app: FastAPI, d: Deps) -> None:
         info = await d.runner(functools.partial(d.memory().graph.show, name, ns, limit=limit))
         info["relations_out"] = info["relations_out"][:limit]
         info["relations_in"] = info["relations_in"][:limit]
+        for part in ("documents", "chunks"):  # a hub is in hundreds of documents: the first, and how many
+            info[f"{part}_total"] = len(info[part])
+            info[part] = info[part][:limit]
         return JSONResponse(info)
 
     @app.post("/v1/graph/global", tags=["graph"], responses=error_responses(401, 403, 404, 413, 422, 429, 504))

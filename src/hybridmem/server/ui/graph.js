@@ -5,6 +5,8 @@ import { ApiError, api, el, navigate, ui } from "./app.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MAX_NODES = 200;
+const SHOWN_DOCS = 8;
+const LABEL_CHARS = 22;
 
 function svg(tag, attrs = {}, text = null) {
   const node = document.createElementNS(SVG, tag);
@@ -24,21 +26,43 @@ function neighbours(info) {
   return [...seen.values()].slice(0, MAX_NODES - 1);
 }
 
+// rings around the entity: the strongest relations nearest and labelled, the rest further out,
+// named on hover (a single circle of 199 labels was unreadable on the podcast graph)
+const RINGS = [
+  { size: 16, radius: 0.36, label: true },
+  { size: 48, radius: 0.62, label: false },
+  { size: 135, radius: 0.88, label: false },
+];
+
+function placed(nodes, c) {
+  let start = 0;
+  for (const ring of RINGS) {
+    const part = nodes.slice(start, start + ring.size);
+    part.forEach((n, i) => {
+      const a = (2 * Math.PI * i) / Math.max(part.length, 1) + (ring.label ? 0 : Math.PI / part.length);
+      n.x = c + ring.radius * c * Math.cos(a);
+      n.y = c + ring.radius * c * Math.sin(a);
+      n.label = ring.label || nodes.length <= RINGS[0].size;
+    });
+    start += ring.size;
+  }
+  return nodes;
+}
+
 function drawing(info) {
-  const nodes = neighbours(info);
-  const size = 640;
+  const size = 720;
   const c = size / 2;
-  const radius = nodes.length > 24 ? c - 60 : c - 110;
+  const nodes = placed(neighbours(info), c);
   const root = svg("svg", { id: "neighbourhood", viewBox: `0 0 ${size} ${size}`, role: "img", "aria-label": `relations of ${info.name}` });
-  nodes.forEach((n, i) => {
-    const a = (2 * Math.PI * i) / Math.max(nodes.length, 1);
-    n.x = c + radius * Math.cos(a);
-    n.y = c + radius * Math.sin(a);
-    root.append(svg("line", { x1: c, y1: c, x2: n.x, y2: n.y, class: `edge ${n.type === "co_occurs" ? "weak" : ""}` }));
-  });
+  for (const n of nodes) root.append(svg("line", { x1: c, y1: c, x2: n.x, y2: n.y, class: `edge ${n.type === "co_occurs" ? "weak" : ""}` }));
   for (const n of nodes) {
-    const g = svg("g", { class: "node", tabindex: 0, "data-entity": n.name });
-    g.append(svg("circle", { cx: n.x, cy: n.y, r: 6 }), svg("text", { x: n.x + 9, y: n.y + 4 }, n.name), svg("title", {}, `${n.dir === "out" ? "→" : "←"} ${n.type}`));
+    const g = svg("g", { class: n.label ? "node" : "node small", tabindex: 0, "data-entity": n.name });
+    g.append(svg("circle", { cx: n.x, cy: n.y, r: n.label ? 6 : 4 }), svg("title", {}, `${n.name} (${n.dir === "out" ? "→" : "←"} ${n.type})`));
+    if (n.label) {
+      const left = n.x < c - 1; // labels point away from the centre
+      const text = n.name.length > LABEL_CHARS ? `${n.name.slice(0, LABEL_CHARS - 1)}…` : n.name;
+      g.append(svg("text", { x: left ? n.x - 9 : n.x + 9, y: n.y + 4, "text-anchor": left ? "end" : "start" }, text));
+    }
     const go = () => navigate(ui("graph", { entity: n.name }));
     g.addEventListener("click", go);
     g.addEventListener("keydown", (ev) => ev.key === "Enter" && go());
@@ -56,6 +80,14 @@ function matchList(found) {
   );
 }
 
+// the documents that mention it: the first few as links, then how many in all
+function documentsLine(info) {
+  const docs = (info.documents || []).slice(0, SHOWN_DOCS);
+  const total = info.documents_total ?? (info.documents || []).length;
+  const links = docs.flatMap((d, i) => [i ? ", " : "", el("a", { href: ui(`memories/${encodeURIComponent(d)}`), text: d })]);
+  return el("p", { id: "entity-documents" }, `in ${total} document${total === 1 ? "" : "s"}: `, links, total > docs.length ? ` … and ${total - docs.length} more` : "");
+}
+
 async function entityView(main, name) {
   let info;
   try {
@@ -69,7 +101,8 @@ async function entityView(main, name) {
   const rel = (r, dir) => el("tr", {}, el("td", { text: dir }), el("td", { text: r.type }), el("td", {}, entityLink(dir === "→" ? r.target : r.source)), el("td", { text: String(r.weight) }));
   main.append(
     el("h2", {}, el("span", { text: info.name }), " ", el("small", { text: `(${info.type})` })),
-    el("p", { text: `communities: ${(info.communities || []).join(", ") || "–"} · documents: ${(info.documents || []).join(", ") || "–"}` }),
+    el("p", { text: `communities: ${(info.communities || []).join(", ") || "–"}` }),
+    documentsLine(info),
     drawing(info),
     el("table", { id: "relations" }, el("tr", {}, ["", "relation", "entity", "weight"].map((h) => el("th", { text: h }))), info.relations_out.map((r) => rel(r, "→")), info.relations_in.map((r) => rel(r, "←"))),
   );
