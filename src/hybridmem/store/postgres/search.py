@@ -5,7 +5,6 @@ fragment they all join on."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -20,7 +19,7 @@ from ...filters import Filter
 from ..base import Allowed, DenseHits
 from ..sql.filters import to_pg_sql
 from .core import _Core
-from .plan import COSTS, ESTIMATE_TTL_S, Costs, DensePlan, choose_plan
+from .plan import COSTS, ESTIMATE_TTL_S, SAMPLE_ROWS, Costs, DensePlan, choose_plan, crossover_rows
 from .schema import _DOC_JOIN, _one
 from .wire import vec_text
 
@@ -176,7 +175,7 @@ class _Search(_Core):
             return "exact"
         if not join or (forced is None and not self.filter_plan):
             return "hnsw"
-        est = self._estimate_allowed(conn, ns, join, where, fparams)
+        est = self._estimate_allowed(conn, ns, join, where, fparams, n_vec)
         chosen = choose_plan(est, n_vec, k, self.hnsw_ef_search, self.plan_costs)
         if forced is not None and forced != chosen.kind:
             chosen = replace(chosen, kind=forced)
@@ -191,19 +190,32 @@ class _Search(_Core):
             cached = self._vcount[ns] = (version, int(n_vec))
         return cached[1]
 
-    def _estimate_allowed(self, conn: Any, ns: int, join: str, where: str, fparams: list[Any]) -> float:
-        """The planner's estimate of the vectors the filter allows (``EXPLAIN``, no execution),
-        cached per (namespace, filter) for ``ESTIMATE_TTL_S``."""
+    def _estimate_allowed(self, conn: Any, ns: int, join: str, where: str, fparams: list[Any], n_vec: int) -> float:
+        """The vectors the filter allows, cached per (namespace, filter) for ``ESTIMATE_TTL_S``:
+        counted exactly up to the plans' crossover (:func:`crossover_rows`: below it the count is
+        the exact plan's input, and costs less than the exact scan), above it estimated from a
+        sample of the documents' pages (``TABLESAMPLE SYSTEM``, about :data:`SAMPLE_ROWS` rows).
+        (The planner's own estimate of the compiled filter was 28 % for a filter every row passes.)"""
         key = (ns, where, repr(fparams))
         now = time.monotonic()
         hit = self._estimates.get(key)
         if hit is not None and now - hit[0] < ESTIMATE_TTL_S:
             return hit[1]
-        row = conn.execute(
-            f"EXPLAIN (FORMAT JSON) SELECT 1 FROM vectors v {join} WHERE v.ns_id = %s", [*fparams, ns]
-        ).fetchone()
-        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
-        est = float(doc[0]["Plan"]["Plan Rows"])
+        cap = crossover_rows(n_vec, self.hnsw_ef_search, self.plan_costs)
+        bounded = f"SELECT count(*) FROM (SELECT 1 FROM vectors v {join} WHERE v.ns_id = %s LIMIT %s) s"
+        est = float(_one(conn.execute(bounded, [*fparams, ns, cap]).fetchone())[0])
+        if est >= cap:
+            tuples = _one(conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'documents'").fetchone())[0]
+            pct = min(100.0, 100.0 * SAMPLE_ROWS / max(float(tuples), 1.0))
+            seen, passed = _one(
+                conn.execute(
+                    f"SELECT count(*), count(*) FILTER (WHERE {where}) FROM documents d TABLESAMPLE SYSTEM ({pct:.6f}) "
+                    "WHERE d.ns_id = %s",
+                    [*fparams, ns],
+                ).fetchone()
+            )
+            if seen >= 50:  # enough of the namespace sampled to read a share from
+                est = max(est, n_vec * passed / seen)
         if len(self._estimates) >= 4096:
             self._estimates.clear()
         self._estimates[key] = (now, est)
