@@ -50,7 +50,7 @@ def pg() -> Iterator[Memory]:
         m.add_documents(_docs("b", N // 2, 2), batch_size=1000, namespace="b")
         m.embed_pending()
         with m.store._conn() as conn:
-            conn.execute("ANALYZE")
+            conn.execute("VACUUM ANALYZE")
         yield m
     finally:
         m.close()
