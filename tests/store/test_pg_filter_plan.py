@@ -135,3 +135,31 @@ def test_the_dense_legs_report_names_the_plan(pg):
     plain = pg.search(QUERIES[1], namespace="a", mode="vector", top_k=10)
     assert plain.legs["dense"].plan == "hnsw"  # unfiltered: the index, as before
     assert "plan" in rare.model_dump(mode="json")["legs"]["dense"]
+
+
+# ---------------------------------------------------------------- the BM25 leg in SQL
+@pytest.mark.parametrize("spec", [RARE, HALF, ALL], ids=["0.5%", "50%", "100%"])
+def test_bm25_reads_the_same_under_either_plan(pg, spec):
+    from hybridmem.text.tokenize import query_tokens
+
+    for q in QUERIES:
+        terms = query_tokens(q)
+        a = pg.store.search_sparse("a", terms, parse_filter(spec), 10, plan="allowed")
+        b = pg.store.search_sparse("a", terms, parse_filter(spec), 10, plan="postings")
+        assert a and [r for r, _ in a] == [r for r, _ in b]
+        assert np.allclose([s for _, s in a], [s for _, s in b])
+        assert a.plan.startswith("allowed") and b.plan.startswith("postings")
+
+
+def test_bm25_in_sql_reads_a_selective_filters_chunks_first_and_says_so(pg):
+    sql = Memory(pg.store.url, embedder="hash", auto_embed=False, store_options={"bm25_leg": "sql"})
+    try:
+        rare = sql.search(QUERIES[0], namespace="a", mode="bm25", top_k=10, metadata_filter=RARE)
+        assert rare.legs["bm25"].plan is not None and rare.legs["bm25"].plan.startswith("allowed:")
+        assert rare.results and all(r.metadata["tag"] == "rare" for r in rare.results)
+        plain = sql.search(QUERIES[0], namespace="a", mode="bm25", top_k=10)
+        assert plain.legs["bm25"].plan is None
+        other = sql.search(QUERIES[0], namespace="b", mode="bm25", top_k=10, metadata_filter=RARE)
+        assert other.results and all(r.doc_id.startswith("b") for r in other.results)
+    finally:
+        sql.close()

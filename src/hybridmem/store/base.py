@@ -26,7 +26,7 @@ __all__ = [
     "Capabilities",
     "SQLReader",
     "Allowed",
-    "DenseHits",
+    "PlannedHits",
     "ChunkRow",
     "PreparedDocument",
     "WriteResult",
@@ -62,9 +62,9 @@ class Allowed:
         return self.rowids is not None and len(self.rowids) == 0
 
 
-class DenseHits(list[tuple[int, float]]):
-    """A native dense search's (rowid, similarity) hits and ``plan``: how they were found (which
-    plan ran and why), shown in the leg's report (``LegReport.plan``)."""
+class PlannedHits(list[tuple[int, float]]):
+    """A native search's (rowid, score) hits and ``plan``: how they were found (which plan ran and
+    why), shown in the leg's report (``LegReport.plan``)."""
 
     def __init__(self, hits: Iterable[tuple[int, float]] = (), plan: str | None = None) -> None:
         super().__init__(hits)
@@ -380,10 +380,10 @@ class NativeSearchStore(Store, Protocol):
     ) -> np.ndarray: ...
     def search_sparse(
         self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
-    ) -> list[tuple[int, float]]: ...
+    ) -> PlannedHits: ...
     def search_dense(
         self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
-    ) -> DenseHits: ...
+    ) -> PlannedHits: ...
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]: ...
     def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
     def embedder_info_cached(self) -> tuple[str | None, int | None]: ...

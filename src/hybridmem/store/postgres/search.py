@@ -16,10 +16,21 @@ from ...config import BM25_B as B
 from ...config import BM25_IDF_FLOOR
 from ...config import BM25_K1 as K1
 from ...filters import Filter
-from ..base import Allowed, DenseHits
+from ..base import Allowed, PlannedHits
 from ..sql.filters import to_pg_sql
 from .core import _Core
-from .plan import COSTS, ESTIMATE_TTL_S, SAMPLE_ROWS, Costs, DensePlan, choose_plan, crossover_rows
+from .plan import (
+    COSTS,
+    ESTIMATE_TTL_S,
+    SAMPLE_ROWS,
+    SPARSE_COSTS,
+    Costs,
+    DensePlan,
+    SparseCosts,
+    choose_plan,
+    choose_sparse_plan,
+    crossover_rows,
+)
 from .schema import _DOC_JOIN, _one
 from .wire import vec_text
 
@@ -33,6 +44,8 @@ class _Search(_Core):
     filter_plan: bool = True
     #: the cost model's constants (``plan.COSTS``, measured)
     plan_costs: Costs = COSTS
+    #: the BM25 leg's (``plan.SPARSE_COSTS``, measured)
+    sparse_costs: SparseCosts = SPARSE_COSTS
 
     @staticmethod
     def compile_filter(flt: Filter) -> Allowed:
@@ -51,19 +64,21 @@ class _Search(_Core):
         return to_pg_sql(scope, "d.metadata")
 
     def search_sparse(
-        self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
-    ) -> list[tuple[int, float]]:
+        self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int, *, plan: str | None = None
+    ) -> PlannedHits:
         """Top-k (rowid, BM25) among chunks holding a query term and passing the filter (a pre-filter:
-        statistics are the namespace's, ranking is among allowed chunks). Ties go to the lower rowid."""
+        statistics are the namespace's, ranking is among allowed chunks). Ties go to the lower rowid.
+        Under a filter, the cheaper of reading every posting of the terms and joining the filter, or
+        the allowed chunks first and their postings by key (``plan.choose_sparse_plan``; ``plan``
+        "postings" / "allowed" forces one); which ran is in ``.plan``."""
         ns = self.namespace_id(namespace)
         terms = list(dict.fromkeys(tokens))
         if ns is None or not terms or k <= 0:
-            return []
+            return PlannedHits()
         where, fparams = self._where(flt)
-        join = f"JOIN chunks c ON c.id = p.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
         # statistics and idf once per query (materialized), then float8 arithmetic per posting:
         # tf·(k1+1) / (tf + k1·(1−b) + (k1·b/avgdl)·dl) is the BM25 term weight rearranged
-        sql = f"""
+        head = f"""
             WITH s AS MATERIALIZED (
                      SELECT n_chunks::float8 AS n,
                             {K1}::float8 * (1.0::float8 - {B}::float8) AS c1,
@@ -76,11 +91,39 @@ class _Search(_Core):
                      WHERE d.ns_id = %s AND d.term = ANY(%s))
             SELECT p.chunk_rowid,
                    sum(w.idf * p.tf::float8 * {K1 + 1.0}::float8 / (p.tf::float8 + s.c1 + s.c2 * p.dl::float8)) AS score
-            FROM w JOIN postings p ON p.ns_id = %s AND p.term = w.term CROSS JOIN s {join}
-            GROUP BY p.chunk_rowid ORDER BY score DESC, p.chunk_rowid LIMIT %s"""
+            FROM w JOIN postings p ON p.ns_id = %s AND p.term = w.term"""
+        tail = " GROUP BY p.chunk_rowid ORDER BY score DESC, p.chunk_rowid LIMIT %s"
         with self._conn() as conn:
-            rows = conn.execute(sql, [ns, ns, terms, ns, *fparams, k]).fetchall()
-        return [(int(r), float(s)) for r, s in rows]
+            note = self._sparse_plan(conn, ns, terms, where, fparams, plan) if flt is not None else None
+            if note is not None and note.startswith("allowed"):
+                allowed = f"SELECT c.id FROM chunks c {_DOC_JOIN} AND {where} WHERE c.ns_id = %s"
+                sql = f"{head} AND p.chunk_rowid = ANY(ARRAY({allowed})) CROSS JOIN s {tail}"
+                params = [ns, ns, terms, ns, *fparams, ns, k]
+            else:
+                join = f"JOIN chunks c ON c.id = p.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
+                sql = f"{head} CROSS JOIN s {join} {tail}"
+                params = [ns, ns, terms, ns, *fparams, k]
+            rows = conn.execute(sql, params).fetchall()
+        return PlannedHits(((int(r), float(s)) for r, s in rows), plan=note)
+
+    def _sparse_plan(
+        self, conn: Any, ns: int, terms: list[str], where: str, fparams: list[Any], forced: str | None
+    ) -> str | None:
+        """The BM25 leg's plan under a filter (None with ``filter_plan`` off: the postings, as before)."""
+        if forced is None and not self.filter_plan:
+            return None
+        n, postings = _one(
+            conn.execute(
+                "SELECT (SELECT n_chunks FROM namespace_stats WHERE ns_id = %s), "
+                "(SELECT coalesce(sum(df), 0) FROM term_df WHERE ns_id = %s AND term = ANY(%s))",
+                (ns, ns, terms),
+            ).fetchone()
+        )
+        est = self._estimate_allowed(conn, ns, where, fparams, int(n or 0))
+        note = choose_sparse_plan(est, len(terms), int(postings), self.sparse_costs)
+        if forced is not None and not note.startswith(forced):
+            note = f"{forced} (forced); model: {note}"
+        return note
 
     def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(n_chunks, {term: df}) from the namespace's statistics, what :meth:`search_sparse` scores with."""
@@ -122,7 +165,7 @@ class _Search(_Core):
         *,
         exact: bool = False,
         plan: str | None = None,
-    ) -> DenseHits:
+    ) -> PlannedHits:
         """Top-k (rowid, cosine similarity), the plan that found them in ``.plan``. Unfiltered: the
         HNSW index with iterative scans (exact below ``exact_threshold`` vectors). Filtered: the
         cheaper of an exact scan of the allowed rows and HNSW with ``ef_search`` and
@@ -131,7 +174,7 @@ class _Search(_Core):
         ``k`` rows while more pass the filter. ``exact`` / ``plan`` ("exact", "hnsw") force one."""
         ns = self.namespace_id(namespace)
         if ns is None or k <= 0:
-            return DenseHits()
+            return PlannedHits()
         where, fparams = self._where(flt)
         join = f"JOIN chunks c ON c.id = v.chunk_rowid {_DOC_JOIN} AND {where}" if flt is not None else ""
         qv = vec_text(np.asarray(q, np.float32).ravel())
@@ -170,7 +213,7 @@ class _Search(_Core):
                     rows = conn.execute(sql_exact, params_exact).fetchall()
                     note = f"{note}; index gave {len(rows)} < {k} of {n} allowed: finished exactly"
         rows.sort(key=lambda r: (r[1], r[0]))  # relaxed order: re-sort exactly
-        return DenseHits(((int(r), 1.0 - float(d)) for r, d in rows), plan=note)
+        return PlannedHits(((int(r), 1.0 - float(d)) for r, d in rows), plan=note)
 
     def _dense_plan(
         self, conn: Any, ns: int, join: str, where: str, fparams: list[Any], k: int, forced: str | None
@@ -184,7 +227,7 @@ class _Search(_Core):
             return "exact"
         if not join or (forced is None and not self.filter_plan):
             return "hnsw"
-        est = self._estimate_allowed(conn, ns, join, where, fparams, n_vec)
+        est = self._estimate_allowed(conn, ns, where, fparams, n_vec)
         chosen = choose_plan(est, n_vec, k, self.hnsw_ef_search, self.plan_costs)
         if forced is not None and forced != chosen.kind:
             chosen = replace(chosen, kind=forced)
@@ -199,7 +242,7 @@ class _Search(_Core):
             cached = self._vcount[ns] = (version, int(n_vec))
         return cached[1]
 
-    def _estimate_allowed(self, conn: Any, ns: int, join: str, where: str, fparams: list[Any], n_vec: int) -> float:
+    def _estimate_allowed(self, conn: Any, ns: int, where: str, fparams: list[Any], n_vec: int) -> float:
         """The vectors the filter allows, cached per (namespace, filter) for ``ESTIMATE_TTL_S``:
         counted exactly up to the plans' crossover (:func:`crossover_rows`: below it the count is
         the exact plan's input, and costs less than the exact scan), above it estimated from a
