@@ -17,7 +17,11 @@ alternating per query, ``before`` (``filter_plan`` off: HNSW with ef_search 64 a
 defaults, an exact scan when the index returns fewer than k) and ``after`` (the plan chosen):
 p50/p95 of ``search_dense`` and of ``Memory.search(mode="hybrid")`` (BM25 over in-process postings,
 the default; the dense leg's own time from its report too), recall@10 of ``search_dense`` against
-the exact top-10 over the allowed rows (the exact plan forced), and which plans ran.
+the exact top-10 over the allowed rows (the exact plan forced), and which plans ran; (4) the SQL
+BM25 leg (``bm25_leg="sql"``; ``--no-sparse`` leaves it out): its constants measured the same way
+(the postings plan's time against the postings it reads, the allowed-first plan's against terms ×
+allowed chunks), then per selectivity the leg and hybrid before (every posting joined to the filter)
+and after, and whether both read the same top-10.
 """
 
 from __future__ import annotations
@@ -121,6 +125,80 @@ def calibrate(mem, qvs: list[np.ndarray]) -> dict:  # type: ignore[no-untyped-de
     }
 
 
+def calibrate_sparse(mem, queries: list[str]) -> dict:  # type: ignore[no-untyped-def]
+    """The SQL BM25 leg's constants on this store: the postings plan's ms against the postings read,
+    the allowed-first plan's ms against (terms × allowed chunks), each a least-squares line."""
+    from hybridmem.filters import parse_filter
+    from hybridmem.store.postgres.plan import SparseCosts
+    from hybridmem.text.tokenize import query_tokens
+
+    st = mem.store
+    _, df = st.doc_freqs("default", [t for q in queries for t in query_tokens(q)])
+    post_pts, probe_pts = [], []
+    for label, spec in FILTERS.items():
+        if spec is None:
+            continue
+        flt = parse_filter(spec)
+        allowed = len(st.filter_rowids("default", flt))
+        for q in queries:
+            terms = list(dict.fromkeys(query_tokens(q)))
+            for plan, pts, x in (
+                ("postings", post_pts, sum(df.get(t, 0) for t in terms)),
+                ("allowed", probe_pts, len(terms) * allowed),
+            ):
+                if plan == "allowed" and label == "50%":
+                    continue  # 50k probes a term: seconds, and far from where the plans cross
+                t = time.perf_counter()
+                st.search_sparse("default", terms, flt, 10, plan=plan)
+                pts.append((x, (time.perf_counter() - t) * 1000))
+    (pb, pa), (ab, aa) = (np.polyfit(*zip(*pts), 1) for pts in (post_pts, probe_pts))
+    costs = SparseCosts(
+        postings_fixed_ms=round(max(float(pa), 0.1), 3),
+        ms_per_posting=round(max(float(pb), 1e-7), 7),
+        allowed_fixed_ms=round(max(float(aa), 0.1), 3),
+        ms_per_probe=round(max(float(ab), 1e-7), 7),
+    )
+    return {"postings_points": len(post_pts), "allowed_points": len(probe_pts), "costs": costs.__dict__}
+
+
+def run_sparse(mem, sql_mem, queries: list[str]) -> dict:  # type: ignore[no-untyped-def]
+    """The SQL BM25 leg (``bm25_leg="sql"``) per selectivity, before (every posting, joined to the
+    filter) and after (the plan chosen): p50/p95 of the leg and of hybrid, and whether both read
+    the same top-10 (BM25 is exact either way)."""
+    from hybridmem.filters import parse_filter
+    from hybridmem.text.tokenize import query_tokens
+
+    st = mem.store
+    out: dict = {}
+    for label, spec in FILTERS.items():
+        if spec is None:
+            continue
+        flt = parse_filter(spec)
+        lat: dict[str, list[float]] = {f"{w}_{s}": [] for w in ("bm25", "hybrid") for s in ("before", "after")}
+        same, plans = 0, Counter()
+        for i, q in enumerate(queries):
+            terms = list(dict.fromkeys(query_tokens(q)))
+            got = {}
+            for side in ("before", "after") if i % 2 else ("after", "before"):
+                st.filter_plan = sql_mem.store.filter_plan = side == "after"
+                t = time.perf_counter()
+                got[side] = st.search_sparse("default", terms, flt, 10)
+                lat[f"bm25_{side}"].append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                sql_mem.search(q, mode="hybrid", top_k=10, metadata_filter=spec)
+                lat[f"hybrid_{side}"].append((time.perf_counter() - t) * 1000)
+            same += [r for r, _ in got["before"]] == [r for r, _ in got["after"]]
+            plans[(got["after"].plan or "?").split(":")[0]] += 1
+        st.filter_plan = sql_mem.store.filter_plan = True
+        out[label] = {
+            **{k: summary(v) for k, v in lat.items()},
+            "same_top10": f"{same}/{len(queries)}",
+            "plans_after": dict(plans),
+        }
+        print("bm25_sql", label, json.dumps(out[label]), file=sys.stderr, flush=True)
+    return out
+
+
 def run_queries(mem, emb, queries: list[str], n_vec: int) -> dict:  # type: ignore[no-untyped-def]
     from hybridmem.filters import parse_filter
 
@@ -143,7 +221,8 @@ def run_queries(mem, emb, queries: list[str], n_vec: int) -> dict:  # type: igno
                 got = st.search_dense("default", qv, flt, 10)
                 lat[f"dense_{side}"].append((time.perf_counter() - t) * 1000)
                 rec[side].append(len({r for r, _ in got} & exact) / max(1, len(exact)))
-                plans[side][(got.plan or "?").split(":")[0].split(";")[0]] += 1
+                kind = (got.plan or "?").split(":")[0].split(";")[0]
+                plans[side][kind + ("+exact" if "finished exactly" in (got.plan or "") else "")] += 1
                 t = time.perf_counter()
                 r = mem.search(q, mode="hybrid", top_k=10, **({"metadata_filter": spec} if spec else {}))
                 lat[f"hybrid_{side}"].append((time.perf_counter() - t) * 1000)
@@ -173,6 +252,20 @@ def fmt_table(data: dict) -> str:
             f"| {label} | {r['allowed']:,} | {f('dense_before')} | {f('dense_after')} | {f('hybrid_before')} | "
             f"{f('hybrid_after')} | {r['recall_at_10']['before']} / {r['recall_at_10']['after']} | {plans} |"
         )
+    if "bm25_sql" in data:
+        rows += [
+            "",
+            "| filter (bm25_leg=sql) | bm25 p50/p95 before | bm25 p50/p95 after | hybrid p50/p95 before | "
+            "hybrid p50/p95 after | same top-10 | plans after |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for label, r in data["bm25_sql"].items():
+            f = lambda k: f"{r[k]['p50_ms']:.1f} / {r[k]['p95_ms']:.1f}"  # noqa: E731
+            plans = ", ".join(f"{k} {v}" for k, v in r["plans_after"].items())
+            rows.append(
+                f"| {label} | {f('bm25_before')} | {f('bm25_after')} | {f('hybrid_before')} | {f('hybrid_after')} | "
+                f"{r['same_top10']} | {plans} |"
+            )
     return "\n".join(rows)
 
 
@@ -183,6 +276,7 @@ def main() -> None:
     ap.add_argument("--pg-url", default=None, help="admin URL of a server with pgvector (a database is created)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "pg_filter_plan.json"))
     ap.add_argument("--report", default=None, help="print the table of an earlier run")
+    ap.add_argument("--no-sparse", action="store_true", help="leave out the SQL BM25 leg's part")
     a = ap.parse_args()
     if a.report:
         print(fmt_table(json.loads(Path(a.report).read_text())))
@@ -215,6 +309,18 @@ def main() -> None:
             "calibration": cal,
             "queries": run_queries(mem, emb, queries[10:], built["vectors"]),
         }
+        if not a.no_sparse:
+            from hybridmem import Memory
+            from hybridmem.store.postgres.plan import SparseCosts
+
+            data["sparse_calibration"] = calibrate_sparse(mem, queries[:15])
+            print("sparse calibration", json.dumps(data["sparse_calibration"]), file=sys.stderr, flush=True)
+            sql_mem = Memory(url, embedder=emb, auto_embed=False, chunk_size=None, store_options={"bm25_leg": "sql"})
+            for m_ in (mem, sql_mem):
+                m_.store.sparse_costs = SparseCosts(**data["sparse_calibration"]["costs"])
+                m_.store.plan_costs = mem.store.plan_costs
+            data["bm25_sql"] = run_sparse(mem, sql_mem, queries[10:])
+            sql_mem.close()
         data["wall_s"] = round(time.perf_counter() - t0, 1)
         mem.close()
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

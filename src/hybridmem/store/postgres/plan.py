@@ -130,22 +130,26 @@ def crossover_rows(n_vectors: int, ef_base: int, costs: Costs = COSTS, k: int = 
 @dataclass(frozen=True)
 class SparseCosts:
     """Milliseconds of the SQL BM25 leg: reading every posting of the query's terms (then the
-    filter's join), per posting; or the allowed chunks first and their postings by key, per
-    (term, allowed chunk) probe."""
+    filter's join), fixed and per posting; or the allowed chunks first and their postings by key,
+    fixed and per (term, allowed chunk) probe."""
 
-    fixed_ms: float
+    postings_fixed_ms: float
     ms_per_posting: float
+    allowed_fixed_ms: float
     ms_per_probe: float
 
 
 #: measured by ``python -m bench pg_filter_plan`` (see the module's docstring), ``sparse_calibration``
-SPARSE_COSTS = SparseCosts(fixed_ms=1.0, ms_per_posting=0.0005, ms_per_probe=0.002)
+SPARSE_COSTS = SparseCosts(postings_fixed_ms=1.0, ms_per_posting=0.0005, allowed_fixed_ms=1.0, ms_per_probe=0.002)
 
 
 def choose_sparse_plan(allowed_est: float, n_terms: int, postings: int, costs: SparseCosts = SPARSE_COSTS) -> str:
     """``"allowed"`` (the filter's chunks first, their postings probed by key) when modelled cheaper
     than ``"postings"`` (every posting of the terms, joined to the filter); with the costs, for the report."""
-    probe = costs.fixed_ms + costs.ms_per_probe * max(1.0, allowed_est) * max(1, n_terms)
-    full = costs.fixed_ms + costs.ms_per_posting * max(0, postings)
+    probe = costs.allowed_fixed_ms + costs.ms_per_probe * max(1.0, allowed_est) * max(1, n_terms)
+    full = costs.postings_fixed_ms + costs.ms_per_posting * max(0, postings)
     kind = "allowed" if probe < full else "postings"
-    return f"{kind}: ~{int(allowed_est):,} chunks allowed, {postings:,} postings of {n_terms} terms; modelled allowed-first {probe:.1f} ms, postings {full:.1f} ms"
+    return (
+        f"{kind}: ~{int(allowed_est):,} chunks allowed, {postings:,} postings of {n_terms} terms; "
+        f"modelled allowed-first {probe:.1f} ms, postings {full:.1f} ms"
+    )
