@@ -156,7 +156,7 @@ BENCHMARKS: tuple[Bench, ...] = (
     Bench(
         "pg_filter_plan",
         "benchmark",
-        "PostgreSQL dense leg and hybrid p50/p95 under metadata filters of 0.1-50 % selectivity, recall@10 vs exact, the per-query plan (exact scan vs HNSW) against the code before it; calibrates the cost model",
+        "PostgreSQL dense leg, SQL BM25 leg and hybrid p50/p95 under metadata filters of 0.1-50 % selectivity, recall@10 vs exact, the per-query plans (exact scan vs HNSW; allowed chunks first vs every posting) against the code before them; calibrates the cost model",
         "synthetic incident notes 100k, bag:384 vectors, embedded PostgreSQL 18 + pgvector 0.8",
         "the code path before the plan (filter_plan off), same process and database; exact top-10",
         "4 (235 s recorded)",
