@@ -1,9 +1,10 @@
 """PostgreSQL dense leg under metadata filters of every selectivity: the plan chosen per query
 (store/postgres/plan.py) against the code path before it, in the same process on the same database.
 
-    python -m bench pg_filter_plan                      # 100k chunks (~8 min on 2 cores)
+    python -m bench pg_filter_plan                      # 100k chunks (~4 min on 2 cores)
     python -m bench pg_filter_plan --n 20000 --queries 30
     python -m bench pg_filter_plan --report bench/results/pg_filter_plan.json
+    python -m bench pg_filter_plan --plan-cache-mode force_custom_plan --out bench/results/pg_filter_plan_custom_plans.json
 
 Corpus and queries are bench/_common.py's (synthetic incident notes, ``bag:384`` vectors as in
 bench/pg_scaling.py), each document also tagged ``g1000 = i % 1000``, ``g100``, ``g10``, ``g2``:
@@ -277,6 +278,12 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "pg_filter_plan.json"))
     ap.add_argument("--report", default=None, help="print the table of an earlier run")
     ap.add_argument("--no-sparse", action="store_true", help="leave out the SQL BM25 leg's part")
+    ap.add_argument(
+        "--plan-cache-mode",
+        choices=["auto", "force_custom_plan", "force_generic_plan"],
+        default=None,
+        help="PostgreSQL's plan_cache_mode for the run's database (default: the server's, auto)",
+    )
     a = ap.parse_args()
     if a.report:
         print(fmt_table(json.loads(Path(a.report).read_text())))
@@ -290,6 +297,11 @@ def main() -> None:
         if admin is None:
             admin, srv = start_server(work / "pg")
         url = fresh_database(admin, "hm_filter_plan")
+        if a.plan_cache_mode:  # every connection of the run (psycopg prepares a statement run 5 times)
+            import psycopg
+
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute(f"ALTER DATABASE hm_filter_plan SET plan_cache_mode = '{a.plan_cache_mode}'")
         mem, emb, built = build(url, a.n)
         print("built", built, file=sys.stderr, flush=True)
         queries = make_queries(a.queries + 10)
@@ -305,6 +317,7 @@ def main() -> None:
             "machine": {"cores": os.cpu_count(), "loadavg": os.getloadavg()},
             "postgres": pg_settings(url),
             "n": a.n,
+            "plan_cache_mode": a.plan_cache_mode or "server default (auto)",
             "build": built,
             "calibration": cal,
             "queries": run_queries(mem, emb, queries[10:], built["vectors"]),
