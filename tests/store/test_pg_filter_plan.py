@@ -165,3 +165,17 @@ def test_bm25_in_sql_reads_a_selective_filters_chunks_first_and_says_so(pg):
         assert other.results and all(r.doc_id.startswith("b") for r in other.results)
     finally:
         sql.close()
+
+
+def test_hnsw_under_a_tiny_filter_still_returns_every_allowed_row(pg):
+    # 20 rows allowed, k=50, the model made to pick HNSW: every allowed row comes back, in exact order
+    tiny = {"half": 0, "tag": "rare"}
+    qv = pg.embedder.embed_query(QUERIES[2])
+    pg.store.plan_costs = COSTS.__class__(1e6, 1.0, 0.0, 0.0)  # HNSW modelled free: the plan is hnsw
+    try:
+        got = pg.store.search_dense("a", qv, parse_filter(tiny), 50)
+    finally:
+        pg.store.plan_costs = COSTS
+    assert got.plan is not None and got.plan.startswith("hnsw:")
+    want = _exact_top(pg, "a", tiny, qv, 50)
+    assert len(want) == 20 and [r for r, _ in got] == want

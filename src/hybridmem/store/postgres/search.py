@@ -210,8 +210,8 @@ class _Search(_Core):
                     conn.execute(f"SELECT count(*) FROM vectors v {join} WHERE v.ns_id = %s", [*fparams, ns]).fetchone()
                 )[0]
                 if n > len(rows):  # the index scan gave up early: exact scan over the allowed rows
-                    rows = conn.execute(sql_exact, params_exact).fetchall()
                     note = f"{note}; index gave {len(rows)} < {k} of {n} allowed: finished exactly"
+                    rows = conn.execute(sql_exact, params_exact).fetchall()
         rows.sort(key=lambda r: (r[1], r[0]))  # relaxed order: re-sort exactly
         return PlannedHits(((int(r), 1.0 - float(d)) for r, d in rows), plan=note)
 
