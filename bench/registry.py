@@ -154,6 +154,17 @@ BENCHMARKS: tuple[Bench, ...] = (
         "pg_recall_real.json",
     ),
     Bench(
+        "pg_filter_plan",
+        "benchmark",
+        "PostgreSQL dense leg, SQL BM25 leg and hybrid p50/p95 under metadata filters of 0.1-50 % selectivity, recall@10 vs exact, the per-query plans (exact scan vs HNSW; allowed chunks first vs every posting) against the code before them; calibrates the cost model",
+        "synthetic incident notes 100k, bag:384 vectors, embedded PostgreSQL 18 + pgvector 0.8",
+        "the code path before the plan (filter_plan off), same process and database; exact top-10",
+        "4 (235 s recorded)",
+        R + "pg_filter_plan.json",
+        "pg_filter_plan.json",
+        (("queries", "1%", "hybrid_after", "p50_ms"), ("queries", "1%", "recall_at_10", "after")),
+    ),
+    Bench(
         "fusion_fit",
         "benchmark",
         "the fusions (rrf, adaptive, dbsf, combsum, combmnz, fitted alternatives) leave-one-dataset-out; --write-model refits fusion_model.json",

@@ -57,6 +57,9 @@ class LegReport(BaseModel):
     took_ms: float = 0.0
     returned: int = 0
     error: str | None = None
+    #: how the leg ran when the backend chose a plan for it (PostgreSQL's dense leg under a filter:
+    #: ``exact`` or ``hnsw``, the estimated share of rows allowed and the modelled costs)
+    plan: str | None = None
 
 
 class LanguageReport(BaseModel):

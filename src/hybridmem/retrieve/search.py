@@ -358,7 +358,7 @@ class Searcher:
             if deadline.expired():
                 raise deadline.DeadlineExceeded("the query ran past its deadline and was stopped") from e
             return None, LegReport(status="error", took_ms=ms(), error=f"{type(e).__name__}: {e}")
-        return out, LegReport(status="ok", took_ms=ms(), returned=len(out))
+        return out, LegReport(status="ok", took_ms=ms(), returned=len(out), plan=getattr(out, "plan", None))
 
     def _scope_mean(self, namespace: str, flt: Filter | None, allowed: Allowed | None) -> np.ndarray | None:
         """The mean vector of the query's scope (what its pre-filter allows, else the namespace),
@@ -413,7 +413,9 @@ class Searcher:
             try:
                 out, ms = fut.result(timeout=max(0.0, legs_end - time.perf_counter()))
                 hits[name] = out
-                reports[name] = LegReport(status="ok", took_ms=round(ms, 3), returned=len(out))
+                reports[name] = LegReport(
+                    status="ok", took_ms=round(ms, 3), returned=len(out), plan=getattr(out, "plan", None)
+                )
             except FutureTimeout:
                 reports[name] = LegReport(status="timeout", error=f"no answer within {self.leg_timeout:g}s")
             except Exception as e:  # one failing leg must not sink the other

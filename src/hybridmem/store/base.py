@@ -26,6 +26,7 @@ __all__ = [
     "Capabilities",
     "SQLReader",
     "Allowed",
+    "PlannedHits",
     "ChunkRow",
     "PreparedDocument",
     "WriteResult",
@@ -59,6 +60,15 @@ class Allowed:
     def empty(self) -> bool:
         """True when the filter is known to allow nothing (no leg needs to run)."""
         return self.rowids is not None and len(self.rowids) == 0
+
+
+class PlannedHits(list[tuple[int, float]]):
+    """A native search's (rowid, score) hits and ``plan``: how they were found (which plan ran and
+    why), shown in the leg's report (``LegReport.plan``)."""
+
+    def __init__(self, hits: Iterable[tuple[int, float]] = (), plan: str | None = None) -> None:
+        super().__init__(hits)
+        self.plan = plan
 
 
 @dataclass
@@ -370,10 +380,10 @@ class NativeSearchStore(Store, Protocol):
     ) -> np.ndarray: ...
     def search_sparse(
         self, namespace: str, tokens: Sequence[str], flt: Allowed | Filter | None, k: int
-    ) -> list[tuple[int, float]]: ...
+    ) -> PlannedHits: ...
     def search_dense(
         self, namespace: str, q: np.ndarray, flt: Allowed | Filter | None, k: int, *, exact: bool = False
-    ) -> list[tuple[int, float]]: ...
+    ) -> PlannedHits: ...
     def holding(self, namespace: str, terms: Sequence[str], rowids: Sequence[int]) -> set[int]: ...
     def doc_freqs(self, namespace: str, terms: Sequence[str]) -> tuple[int, dict[str, int]]: ...
     def embedder_info_cached(self) -> tuple[str | None, int | None]: ...

@@ -76,6 +76,7 @@ class _Core(changelog_sql.ChangeLogReads):
     hnsw_ef_search: int
     exact_threshold: int
     _vcount: dict[int, tuple[int, int]]  # ns id -> (vector version, vector count)
+    _estimates: dict[tuple[int, str, str], tuple[float, float]]  # (ns, filter) -> (when, est. rows)
     _dim_cache: tuple[str | None, int | None] | None  # see embedder_info_cached
     _since_analyze: int  # chunks written since the last ANALYZE (see _maybe_analyze)
     _analyzed_at: int  # chunks written in all, as of the last ANALYZE

@@ -97,6 +97,7 @@ class PostgresStore(_Writes, _Vectors, _Reads, _Search, _Files, SQLReads, SQLExp
         #: recall is never perfect), as the embedded backend does below its own threshold
         self.exact_threshold = int(exact_threshold)
         self._vcount: dict[int, tuple[int, int]] = {}  # ns id -> (vector version, vector count)
+        self._estimates: dict[tuple[int, str, str], tuple[float, float]] = {}  # see _Search._estimate_allowed
         self._dim_cache: tuple[str | None, int | None] | None = None  # see embedder_info_cached
         self._since_analyze = 0  # chunks written since the last ANALYZE (see _maybe_analyze)
         self._analyzed_at = 0  # chunks written in all, as of the last ANALYZE
