@@ -134,6 +134,10 @@ def show(store: Store, gstore: GraphStore, ns: str, name: str, limit: int) -> di
     }
 
 
+#: names compared for near spellings, at most (difflib is about 10 µs a name)
+NEAR_CANDIDATES = 20_000
+
+
 def find(gstore: GraphStore, ns: str, text: str, limit: int) -> dict[str, Any]:
     """Entities whose name matches ``text`` (any variant: case, accents, spacing), best first: the
     name itself, names starting with it, names with a word starting with it, names holding it,
@@ -165,8 +169,10 @@ def _matches(data: Any, key: str, limit: int) -> list[dict[str, Any]]:
     ranked.sort()
     ids = [r[3] for r in ranked[:limit]]
     if len(ids) < limit:  # near spellings: a typo still finds the entity
-        by_key = {v[0]: eid for eid, v in data.entities.items()}
-        near = difflib.get_close_matches(key, list(by_key), n=limit - len(ids), cutoff=0.8)
+        # among names of about its length, at most NEAR_CANDIDATES of them: a bounded cost on any graph
+        by_key = {v[0]: eid for eid, v in data.entities.items() if abs(len(v[0]) - len(key)) <= 3}
+        pool = list(by_key)[:NEAR_CANDIDATES]
+        near = difflib.get_close_matches(key, pool, n=limit - len(ids), cutoff=0.8)
         ids += [by_key[k] for k in near if by_key[k] not in ids]
     return [
         {
