@@ -311,6 +311,23 @@ BENCHMARKS: tuple[Bench, ...] = (
         ),
     ),
     Bench(
+        "pg_users",
+        "benchmark",
+        "PostgreSQL, many users: hybrid scoped to a user (heaviest, ranked 20-100, median), user + last 30 days, metadata filters 0.01-50 %; p50/p95, dense recall@10 vs exact, plans",
+        "N synthetic notes (default 200k) over U users (default 2,000) with power-law sizes, sessions of 20, times over a year; bag:384 vectors",
+        "the unscoped, unfiltered hybrid query in the same process; exact dense top-10 over the same rows",
+        "4 at 200k (build 197 s)",
+        R + "pg_users.json",
+        "pg_users.json",
+        (
+            ("n",),
+            ("users",),
+            ("results", "classes", "median users", "user", "p50_ms"),
+            ("results", "classes", "heaviest 5 users", "user", "p50_ms"),
+            ("results", "unfiltered", "p50_ms"),
+        ),
+    ),
+    Bench(
         "transfer",
         "benchmark",
         "export --with-vectors to .jsonl.gz and import into a new SQLite file: docs/s, peak RSS above each process's baseline (target <= 300 MB)",
