@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 import numpy as np  # noqa: E402
 
 from bench._common import make_corpus, make_queries, pct  # noqa: E402
-from bench.pg_scaling import PG_SETTINGS, StructuredEmbedder, fresh_database, pg_settings, start_server  # noqa: E402
+from bench.pg_scaling import StructuredEmbedder, bulk_load, fresh_database, pg_settings, start_server  # noqa: E402
 
 FILTERS: dict[str, dict | None] = {
     "0.1%": {"g1000": 7},
@@ -60,27 +60,12 @@ def summary(ms: list[float]) -> dict:
 
 
 def build(url: str, n: int) -> tuple[object, StructuredEmbedder, dict]:
-    from hybridmem import Memory
 
     corpus = make_corpus(n)
     for i, d in enumerate(corpus):
         d["metadata"] = {**d.get("metadata", {}), "g1000": i % 1000, "g100": i % 100, "g10": i % 10, "g2": i % 2}
     emb = StructuredEmbedder()
-    mem = Memory(url, embedder=emb, auto_embed=False, chunk_size=None)
-    out: dict = {}
-    t = time.perf_counter()
-    for i in range(0, n, 1000):
-        mem.add_documents(corpus[i : i + 1000], batch_size=1000)
-    out["ingest_s"] = round(time.perf_counter() - t, 1)
-    mem.store.drop_vector_index()
-    t = time.perf_counter()
-    out["vectors"] = mem.embed_pending(batch_size=1024)
-    out["vectors_s"] = round(time.perf_counter() - t, 1)
-    t = time.perf_counter()
-    mem.store.create_vector_index(maintenance_work_mem=PG_SETTINGS["maintenance_work_mem"])
-    with mem.store._conn() as conn:  # what autovacuum does after a bulk load (the GIN's pending list merged)
-        conn.execute("VACUUM ANALYZE")
-    out["index_s"] = round(time.perf_counter() - t, 1)
+    mem, out = bulk_load(url, corpus, emb)
     return mem, emb, out
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import make_corpus, make_queries, pct
-from bench.pg_scaling import PG_SETTINGS, StructuredEmbedder, fresh_database, pg_settings, start_server
+from bench.pg_scaling import StructuredEmbedder, bulk_load, fresh_database, pg_settings, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
 DAY = 86_400.0
@@ -48,7 +48,6 @@ def user_sizes(n: int, users: int) -> list[int]:
 
 
 def build(url: str, n: int, users: int) -> tuple[object, StructuredEmbedder, list[int], dict]:
-    from hybridmem import Memory
 
     rng = random.Random(7)
     sizes = user_sizes(n, users)
@@ -65,21 +64,7 @@ def build(url: str, n: int, users: int) -> tuple[object, StructuredEmbedder, lis
         }
     rng.shuffle(corpus)  # users' memories interleaved, as many writers would leave them
     emb = StructuredEmbedder()
-    mem = Memory(url, embedder=emb, auto_embed=False, chunk_size=None)
-    out: dict = {}
-    t = time.perf_counter()
-    for i in range(0, n, 1000):
-        mem.add_documents(corpus[i : i + 1000], batch_size=1000)
-    out["ingest_s"] = round(time.perf_counter() - t, 1)
-    mem.store.drop_vector_index()
-    t = time.perf_counter()
-    out["vectors"] = mem.embed_pending(batch_size=1024)
-    out["vectors_s"] = round(time.perf_counter() - t, 1)
-    t = time.perf_counter()
-    mem.store.create_vector_index(maintenance_work_mem=PG_SETTINGS["maintenance_work_mem"])
-    with mem.store._conn() as conn:  # what autovacuum does after a bulk load
-        conn.execute("VACUUM ANALYZE")
-    out["index_s"] = round(time.perf_counter() - t, 1)
+    mem, out = bulk_load(url, corpus, emb)
     return mem, emb, sizes, out
 
 
