@@ -318,3 +318,20 @@ def test_long_in_lists_are_set_lookups_with_the_same_semantics(sqlite_db, spec):
     expected = {i for i, m in enumerate(LONG_IN_METAS) if matches(parse_filter(spec), m)}
     assert expected  # every spec here selects something ($nin keeps the rest)
     assert sql_select(LONG_IN_METAS, spec, sqlite_db) == expected
+
+
+def test_cached_filters_of_equal_but_different_values_stay_apart(tmp_path) -> None:
+    """0 == False and 1 == 1.0 in Python: a filter cache keyed by the parsed filter answered
+    {"active": False} with the (empty) set cached for {"active": 0} (found by the fuzz test)."""
+    from hybridmem import Memory
+
+    with Memory(tmp_path / "f.db", embedder="hash", auto_embed=False) as m:
+        m.add_documents([{"id": f"d{i}", "text": "common words", "metadata": {"active": i % 2 == 0}} for i in range(6)])
+        m.wait_for_vectors()
+        for mode in ("bm25", "vector", "hybrid"):
+            assert m.search("common", mode=mode, metadata_filter={"active": 0}, top_k=10).results == []
+            got = {r.doc_id for r in m.search("common", mode=mode, metadata_filter={"active": False}, top_k=10).results}
+            assert got == {"d1", "d3", "d5"}, mode
+            assert m.search("common", mode=mode, metadata_filter={"active": 1}, top_k=10).results == []
+            got = {r.doc_id for r in m.search("common", mode=mode, metadata_filter={"active": True}, top_k=10).results}
+            assert got == {"d0", "d2", "d4"}, mode

@@ -364,7 +364,7 @@ class Searcher:
         """The mean vector of the query's scope (what its pre-filter allows, else the namespace),
         over at most :data:`CENTER_SAMPLE` of its chunks evenly spaced by rowid (deterministic: the
         same store state gives the same mean in every process); cached until a vector is written."""
-        key = (namespace, flt, self.store.vector_version(namespace))
+        key = (namespace, repr(flt), self.store.vector_version(namespace))  # repr: 0 and False differ
         hit = self._means.get(key)
         if hit is None:
             rows = (
@@ -430,7 +430,7 @@ class Searcher:
 
     def _latest_occurred(self, namespace: str, flt: Filter | None) -> float | None:
         """The latest occurred_at the scope holds, cached per (namespace, filter) until a write."""
-        key = (namespace, flt, self.store.chunk_version(namespace))
+        key = (namespace, repr(flt), self.store.chunk_version(namespace))  # repr: 0 and False differ
         hit = self._latest.get(key)
         if hit is None:
             hit = (self.store.latest_occurred(namespace, flt),)
