@@ -51,7 +51,8 @@ def test_a_full_disk_is_a_507_the_health_says_so_and_writes_resume(tmp_path: Pat
         # space again: the next write succeeds and the health is ok, no restart
         m.store._w.execute(f"PRAGMA max_page_count = {pages * 1000}")
         assert c.post("/v1/memories", json={"memories": [_big(2)]}).status_code == 200
-        assert c.get("/healthz").json() == {**c.get("/healthz").json(), "status": "ok", "reason": None}
+        health = c.get("/healthz").json()  # (its worker figures move between two calls: not compared)
+        assert health["status"] == "ok" and health["reason"] is None
         assert m.get("big-2") is not None
 
 

@@ -434,9 +434,7 @@ class LocalLegs:
         writes' changes (their added chunks alone are tested against the filter) instead of
         re-running the filter over every chunk: at 50k chunks with writes arriving several times a
         second, a full re-run per write made every filtered query cost a ~100 ms scan."""
-        # keyed by the filter's repr, not the filter: dataclass equality says 0 == False and 1 == 1.0,
-        # so {"active": 0} (no memory) and {"active": False} (half of them) shared one cached set
-        key = (ns, repr(flt))
+        key = (ns, repr(flt))  # repr: a filter's equality has 0 == False and 1 == 1.0
         version = self.store.chunk_version(ns)
         hit = self._allowed_cache.get(key)
         if hit is not None and hit[0] == version:
