@@ -240,6 +240,13 @@ def rss_mb() -> float:
     return float("nan")
 
 
+def git_commit() -> str:
+    """The short commit of the checkout a benchmark runs from (its report's ``commit``)."""
+    return subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
+
+
 def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 

@@ -15,15 +15,13 @@ Writes bench/results/list-page.json (``--out``).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import time
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench._common import ROOT, cached_store, write_report
+from bench._common import ROOT, cached_store, git_commit, loadavg, pct, write_report
 
 TARGET_MS = 50.0
 LIMIT = 1000
@@ -37,11 +35,6 @@ CASES: dict[str, dict[str, Any]] = {
     "filter service=svc-3 (5 %)": {"metadata_filter": {"service": "svc-3"}},
     "filter service=svc-3 and severity=4 (1.25 %)": {"metadata_filter": {"service": "svc-3", "severity": 4}},
 }
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def _walk(m: Any, fields: dict[str, Any], pages: int | None) -> dict[str, Any]:
@@ -65,7 +58,7 @@ def _walk(m: Any, fields: dict[str, Any], pages: int | None) -> dict[str, Any]:
         "documents": len(seen),
         "repeats": repeats,
         "p50_ms": round(statistics.median(times), 2),
-        "p95_ms": round(_pct(times, 0.95), 2),
+        "p95_ms": round(pct(times, 95), 2),
         "max_ms": round(max(times), 2),
         "first_page_ms": round(times[0], 2),
         "last_page_ms": round(times[-1], 2),
@@ -82,7 +75,7 @@ def _baseline(m: Any, pages: int) -> dict[str, Any]:
         times.append((time.perf_counter() - t) * 1000)
         if len(got) < LIMIT:
             break
-    return {"pages": len(times), "p50_ms": round(statistics.median(times), 2), "p95_ms": round(_pct(times, 0.95), 2)}
+    return {"pages": len(times), "p50_ms": round(statistics.median(times), 2), "p95_ms": round(pct(times, 95), 2)}
 
 
 def main() -> None:
@@ -113,12 +106,10 @@ def main() -> None:
     report = {
         "benchmark": "list_page",
         "date": time.strftime("%Y-%m-%d"),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
+        "commit": git_commit(),
         "n": a.n,
         "limit": LIMIT,
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": loadavg(),
         "store": build,
         "baseline_export_walk": base,
         "cases": cases,

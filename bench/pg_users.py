@@ -21,7 +21,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._common import make_corpus, make_queries, pct
+from bench._common import make_corpus, make_queries, summary
 from bench.pg_scaling import StructuredEmbedder, bulk_load, fresh_database, pg_settings, start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,10 +67,6 @@ def build(url: str, n: int, users: int) -> tuple[object, StructuredEmbedder, lis
     return mem, emb, sizes, out
 
 
-def _summary(ms: list[float]) -> dict:
-    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(pct(ms, 95), 2), "n": len(ms)}
-
-
 def measure(mem, emb, queries: list[str], cases: list[tuple[dict, dict | None]]) -> dict:  # type: ignore[no-untyped-def]
     """Hybrid latency over ``cases`` (request fields, the equivalent metadata filter), cycling the
     queries; the dense leg's recall@10 against exact over the same rows; the plans that ran."""
@@ -95,7 +90,7 @@ def measure(mem, emb, queries: list[str], cases: list[tuple[dict, dict | None]])
         got = {x for x, _ in st.search_dense("default", qv, flt, 10)}
         rec.append(len(got & exact) / max(1, len(exact)))
     recall = round(float(np.mean(rec)), 3) if rec else None
-    return {**_summary(lat), "dense_leg": _summary(dense_ms), "recall_at_10": recall, "plans": plans}
+    return {**summary(lat), "dense_leg": summary(dense_ms), "recall_at_10": recall, "plans": plans}
 
 
 def run(mem, emb, sizes: list[int], nq: int) -> dict:  # type: ignore[no-untyped-def]
@@ -128,7 +123,7 @@ def run(mem, emb, sizes: list[int], nq: int) -> dict:  # type: ignore[no-untyped
         t = time.perf_counter()
         mem.search(q, mode="hybrid", top_k=10)
         lat.append((time.perf_counter() - t) * 1000)
-    out["unfiltered"] = _summary(lat)
+    out["unfiltered"] = summary(lat)
     return out
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench._common import ROOT, cached_store, rerun, rss_mb, write_report
+from bench._common import ROOT, cached_store, git_commit, loadavg, rerun, rss_mb, write_report
 
 TARGET_MB = 300
 #: memories the import's baseline writes with add_documents (a slice: the rate, not the size, is compared)
@@ -147,11 +147,9 @@ def main() -> None:
     report = {
         "benchmark": "transfer",
         "date": time.strftime("%Y-%m-%d"),
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
+        "commit": git_commit(),
         "n": a.n,
-        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": loadavg(),
         "store": {**build, "file_mb": round(db.stat().st_size / 2**20)},
         "export": exp,
         "import": imp,

@@ -53,7 +53,13 @@ def _store(n: int) -> Path:
 
 
 def _ms(xs: list[float]) -> dict[str, float]:
-    return {"p50": round(pct(xs, 50), 2), "p95": round(pct(xs, 95), 2), "mean": round(statistics.mean(xs), 2)}
+    """p50 / p95 / mean in ms, and how many (the explorer benchmarks' summary)."""
+    return {
+        "n": len(xs),
+        "p50": round(pct(xs, 50), 2),
+        "p95": round(pct(xs, 95), 2),
+        "mean": round(statistics.mean(xs), 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import httpx
 
 from bench._common import browser_bench, pct, write_report
+from bench.ui_explorer import _ms
 from hybridmem import Memory
 
 OUT = Path("bench/results/ui-graph.json")
@@ -46,15 +47,6 @@ def _store() -> Path:
         m.graph.build()
     tmp.rename(final)
     return final / "memory.db"
-
-
-def _ms(xs: list[float]) -> dict[str, float]:
-    return {
-        "n": len(xs),
-        "p50": round(pct(xs, 50), 2),
-        "p95": round(pct(xs, 95), 2),
-        "mean": round(statistics.mean(xs), 2),
-    }
 
 
 def _hubs(mem: Memory, k: int) -> list[str]:
